@@ -1,0 +1,46 @@
+"""GPU types known to dlsched.
+
+A GPU type is identified by a short lowercase name (``t4``, ``v100``, ...). The memory size bounds the
+local batch size a job can use on it (larger batches need gradient accumulation). ``vendor_name`` is only for
+reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dlsched.core.errors import InputError
+
+
+@dataclass(frozen=True, slots=True)
+class GpuType:
+    """One kind of GPU, as named in cluster files and in measured profiles."""
+
+    name: str
+    memory_gb: float
+    vendor_name: str
+    #: Rank used to break ties when a policy must prefer one type (higher is more powerful).
+    rank: int
+
+
+#: The GPU types for which dlsched has measured performance data (Sia profiles, PAL variability).
+KNOWN_GPU_TYPES: dict[str, GpuType] = {
+    t.name: t
+    for t in (
+        GpuType("t4", 16.0, "NVIDIA T4", 1),
+        GpuType("rtx", 11.0, "NVIDIA RTX 2080Ti", 2),
+        GpuType("rtx5000", 16.0, "NVIDIA Quadro RTX 5000", 3),
+        GpuType("quad", 24.0, "NVIDIA Quadro RTX 6000", 4),
+        GpuType("v100", 32.0, "NVIDIA V100", 5),
+        GpuType("a100", 40.0, "NVIDIA A100", 6),
+    )
+}
+
+
+def gpu_type(name: str, *, field: str = "gpu_type", source: str | None = None) -> GpuType:
+    """Look up a GPU type by name, with a clear error listing the known ones."""
+    try:
+        return KNOWN_GPU_TYPES[name]
+    except KeyError:
+        known = ", ".join(sorted(KNOWN_GPU_TYPES))
+        raise InputError(f"unknown GPU type '{name}' (known: {known})", source=source, field=field) from None

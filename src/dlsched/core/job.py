@@ -1,0 +1,114 @@
+"""Job specifications (what a user submits) and live job state (what the engine tracks).
+
+A :class:`JobSpec` is immutable input. Which kind of work it describes depends on the trace:
+
+* adaptive models from the Sia/Pollux profiles (``bert``, ``cifar10``, ...): the job trains until its model
+  reaches its statistical-epoch target; ``duration_s`` and ``iterations`` are unset;
+* iteration-count traces (PAL/Blox): ``iterations`` is the total iteration count;
+* duration traces (Philly, Gavel, Tiresias): ``duration_s`` is the run time on the requested GPUs of the
+  reference GPU type (``reference_gpu``).
+
+The user-visible request (``num_gpus``, ``batch_size``) is a starting point for adaptive jobs and a hard
+requirement for rigid ones.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from dlsched.core.placement import Placement
+
+
+class Adaptivity(enum.StrEnum):
+    """How much freedom a job gives the scheduler (Sia, section 3.3.4)."""
+
+    #: GPU type, GPU count and batch size may all change.
+    ADAPTIVE = "adaptive"
+    #: GPU type and count may change; the global batch size is fixed.
+    STRONG_SCALING = "strong-scaling"
+    #: Only the GPU type may change; count and batch size are fixed.
+    RIGID = "rigid"
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One submitted training job."""
+
+    job_id: str
+    submit_time_s: float
+    model: str
+    num_gpus: int
+    batch_size: int | None = None
+    min_gpus: int = 1
+    max_gpus: int | None = None
+    adaptivity: Adaptivity = Adaptivity.RIGID
+    deadline_s: float | None = None
+    user: str = "default"
+    duration_s: float | None = None
+    iterations: float | None = None
+    reference_gpu: str = "v100"
+    #: GPU types the user accepts (Hops requirement sets); empty means any.
+    gpu_types: tuple[str, ...] = ()
+    #: Scale-out unit for hybrid-parallel jobs: GPU counts must be multiples of this.
+    gpu_unit: int = 1
+    priority: float = 1.0
+    #: Where the job came from (``file:line``), so later errors can name the input line.
+    origin: str | None = None
+
+    @property
+    def upper_gpus(self) -> int:
+        """Largest GPU count the job may be given."""
+        if self.adaptivity is Adaptivity.RIGID:
+            return self.num_gpus
+        return self.max_gpus if self.max_gpus is not None else max(self.num_gpus, 64)
+
+    @property
+    def lower_gpus(self) -> int:
+        """Smallest GPU count the job may be given."""
+        if self.adaptivity is Adaptivity.RIGID:
+            return self.num_gpus
+        return self.min_gpus
+
+    def allows_gpu_count(self, k: int) -> bool:
+        return self.lower_gpus <= k <= self.upper_gpus and k % self.gpu_unit == 0
+
+    def allows_gpu_type(self, gtype: str) -> bool:
+        return not self.gpu_types or gtype in self.gpu_types
+
+
+class JobStatus(enum.StrEnum):
+    PENDING = "pending"      # submitted, not yet admitted (arrival lies in the future)
+    QUEUED = "queued"        # active, holding no GPUs
+    RESTARTING = "restarting"  # holding GPUs, paying checkpoint-restore delay
+    RUNNING = "running"
+    COMPLETED = "completed"
+
+
+@dataclass(slots=True)
+class Job:
+    """Live state of one job as the engine tracks it. Policies never see this object, only a JobView."""
+
+    spec: JobSpec
+    status: JobStatus = JobStatus.PENDING
+    placement: Placement = field(default_factory=Placement.empty)
+    batch_size: int | None = None
+    gpu_share: float = 1.0
+    start_time_s: float | None = None
+    finish_time_s: float | None = None
+    #: Statistical progress in the world's work units (hidden from policies; they see ``progress_fraction``).
+    progress: float = 0.0
+    attained_gpu_s: float = 0.0
+    attained_service_s: float = 0.0
+    wait_s: float = 0.0
+    restarts: int = 0
+    restart_until_s: float = 0.0
+    #: GPU-seconds spent in checkpoint-restore (charged, but no progress).
+    restart_gpu_s: float = 0.0
+    last_gpu_type: str | None = None
+    #: GPU-seconds per GPU type, for the allocation timeline and per-type accounting.
+    gpu_s_by_type: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def job_id(self) -> str:
+        return self.spec.job_id

@@ -1,0 +1,106 @@
+"""What a scheduler may see: a snapshot of the cluster and the jobs, never the world's truth.
+
+A real scheduler knows each job's request, how long it has waited and run, where it runs, and what the job
+itself reports (throughput of its current placement, gradient statistics, the fraction of its training done).
+It does not know a job's true speed on placements it has not tried, nor per-GPU speeds beyond what offline
+profiling measured; the simulator hands those measurements over as ``gpu_scores``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dlsched.core.cluster import Cluster
+from dlsched.core.job import JobSpec, JobStatus
+from dlsched.core.placement import Placement
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputObservation:
+    """A job's report of how fast it ran on its placement (the inputs of a throughput model)."""
+
+    time_s: float
+    gpu_type: str
+    num_nodes: int
+    num_gpus: int
+    local_bsz: int
+    accum_steps: int
+    step_time_s: float
+    sync_time_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class GradientObservation:
+    """Gradient statistics a job reports (squared norm of the mean gradient, noise variance)."""
+
+    time_s: float
+    batch_size: int
+    grad_sqr: float
+    grad_var: float
+
+
+@dataclass(slots=True)
+class JobView:
+    """Read-only facts about one active job."""
+
+    spec: JobSpec
+    status: JobStatus
+    placement: Placement
+    batch_size: int | None
+    age_s: float
+    wait_s: float
+    attained_gpu_s: float
+    attained_service_s: float
+    restarts: int
+    #: Fraction of its training the job reports as done (epochs or iterations done over the target).
+    progress_fraction: float
+    start_time_s: float | None
+    #: The user's estimate of the job's run time on its request (what SJF/SRTF rank by); None if unknown.
+    estimated_duration_s: float | None = None
+    throughput_obs: list[ThroughputObservation] = field(default_factory=list)
+    gradient_obs: list[GradientObservation] = field(default_factory=list)
+
+    @property
+    def job_id(self) -> str:
+        return self.spec.job_id
+
+    @property
+    def is_running(self) -> bool:
+        return bool(self.placement)
+
+    def remaining_estimate_s(self) -> float | None:
+        """The duration estimate scaled by the progress the job reports (SRTF's view of the job)."""
+        if self.estimated_duration_s is None:
+            return None
+        return self.estimated_duration_s * max(0.0, 1.0 - self.progress_fraction)
+
+
+@dataclass(slots=True)
+class ClusterView:
+    """The snapshot handed to a scheduler at the start of a round."""
+
+    time_s: float
+    round_s: float
+    cluster: Cluster
+    jobs: list[JobView]
+    #: Measured per-GPU slowdown (PM-score) by application class, from offline profiling; None if unknown.
+    gpu_scores: Mapping[str, np.ndarray] | None = None
+    #: Application class of each model, as the profiling service labels it.
+    model_class: Mapping[str, str] = field(default_factory=dict)
+
+    def job(self, job_id: str) -> JobView:
+        for j in self.jobs:
+            if j.job_id == job_id:
+                return j
+        raise KeyError(job_id)
+
+    def busy_gpus(self) -> np.ndarray:
+        """Boolean mask of GPUs held by some job at the start of the round."""
+        mask = np.zeros(self.cluster.num_gpus, dtype=bool)
+        for j in self.jobs:
+            if j.placement:
+                mask[list(j.placement.gpus)] = True
+        return mask

@@ -1,0 +1,10 @@
+"""Scheduling policies: stages, their registry, and the schedulers composed from them.
+
+Importing this package registers every built-in scheduler.
+"""
+
+from dlsched.policies import baselines as _baselines  # noqa: F401  (registers built-ins)
+from dlsched.policies.registry import SCHEDULERS, build_scheduler, scheduler_tunables
+from dlsched.policies.stages import Demand, Scheduler, StagedScheduler
+
+__all__ = ["Demand", "SCHEDULERS", "Scheduler", "StagedScheduler", "build_scheduler", "scheduler_tunables"]

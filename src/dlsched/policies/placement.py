@@ -1,0 +1,155 @@
+"""Baseline placement stages: packed and random, sticky and non-sticky.
+
+Sticky placements (Tiresias) let a job that keeps running keep its GPUs; non-sticky ones (Gandiva-style
+packing, random) place every selected job afresh each round, so jobs may migrate and pay restarts.
+Every placement keeps a job on one GPU type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dlsched.core import Cluster, ClusterView, Decision, Placement
+from dlsched.policies.stages import Demand
+
+
+class FreePool:
+    """Free GPUs per node, updated as a placement stage hands GPUs out."""
+
+    def __init__(self, cluster: Cluster, busy: np.ndarray | None = None) -> None:
+        self.cluster = cluster
+        self.free_mask = np.ones(cluster.num_gpus, dtype=bool) if busy is None else ~busy
+        self.free_per_node = np.array(
+            [int(self.free_mask[cluster.gpus_of_node(n.node_id)].sum()) for n in cluster.nodes], dtype=np.int64)
+        self._type_nodes = {t: np.array(ids, dtype=np.int64) for t, ids in cluster.nodes_of_type.items()}
+
+    def free_of_type(self, gtype: str) -> int:
+        return int(self.free_per_node[self._type_nodes[gtype]].sum())
+
+    def nodes_of_type(self, gtype: str) -> np.ndarray:
+        return self._type_nodes[gtype]
+
+    def free_gpus_on(self, node: int) -> list[int]:
+        r = self.cluster.gpus_of_node(node)
+        return [g for g in r if self.free_mask[g]]
+
+    def is_free(self, gpus: tuple[int, ...]) -> bool:
+        return bool(self.free_mask[list(gpus)].all())
+
+    def take(self, gpus) -> None:
+        for g in gpus:
+            self.free_mask[g] = False
+            self.free_per_node[self.cluster.gpu_node[g]] -= 1
+
+    def allowed_types(self, demand: Demand) -> list[str]:
+        """Types the job accepts and that have enough free GPUs, most powerful first."""
+        spec = demand.job.spec
+        types = [demand.gpu_type] if demand.gpu_type else list(reversed(self.cluster.type_names))
+        return [t for t in types if spec.allows_gpu_type(t) and self.free_of_type(t) >= demand.num_gpus]
+
+
+def packed_gpus(pool: FreePool, gtype: str, k: int) -> tuple[list[int], int] | None:
+    """Pick ``k`` free GPUs of a type on as few nodes as possible; returns (GPUs, nodes used).
+
+    If one node can hold the job, take the fullest such node (best fit, keeps big holes for big jobs).
+    Otherwise take the emptiest nodes first and finish on the best-fitting node for the remainder.
+    """
+    nodes = pool.nodes_of_type(gtype)
+    free = pool.free_per_node[nodes]
+    fits = np.nonzero(free >= k)[0]
+    if len(fits):
+        best = fits[np.argmin(free[fits])]
+        return pool.free_gpus_on(int(nodes[best]))[:k], 1
+    if free.sum() < k:
+        return None
+    avail = [int(i) for i in np.argsort(-free, kind="stable") if free[i] > 0]  # most free first
+    chosen: list[int] = []
+    need, used = k, 0
+    while need > 0:
+        fit = [i for i in avail if free[i] >= need]
+        if fit:  # finish on the fullest node that holds the rest
+            i = fit[-1]
+            chosen += pool.free_gpus_on(int(nodes[i]))[:need]
+            return chosen, used + 1
+        i = avail.pop(0)
+        chosen += pool.free_gpus_on(int(nodes[i]))
+        need -= int(free[i])
+        used += 1
+    return chosen, used
+
+
+def random_gpus(pool: FreePool, gtype: str, k: int, rng: np.random.Generator) -> list[int] | None:
+    """Pick ``k`` free GPUs of a type uniformly at random."""
+    gpus = [g for n in pool.nodes_of_type(gtype) for g in pool.free_gpus_on(int(n))]
+    if len(gpus) < k:
+        return None
+    return [gpus[i] for i in rng.choice(len(gpus), size=k, replace=False)]
+
+
+@dataclass
+class _BaselinePlacement:
+    """Shared driver: sticky keeps running jobs in place, then places the rest in priority order."""
+
+    sticky: bool = True
+    name: str = ""
+
+    def choose(self, pool: FreePool, demand: Demand) -> list[int] | None:
+        raise NotImplementedError  # abstract: subclasses choose GPUs
+
+    def place(self, view: ClusterView, demands: list[Demand]) -> Decision:
+        pool = FreePool(view.cluster)
+        decision = Decision()
+        pending: list[Demand] = []
+        for d in demands:
+            cur = d.job.placement
+            if self.sticky and cur and len(cur) == d.num_gpus and pool.is_free(cur.gpus) \
+                    and (d.gpu_type is None or view.cluster.gpu_type_of[cur.gpus[0]] == d.gpu_type):
+                pool.take(cur.gpus)
+                decision.place(d.job.job_id, cur, d.batch_size)
+            else:
+                pending.append(d)
+        for d in pending:
+            gpus = self.choose(pool, d)
+            if gpus is None:
+                continue
+            pool.take(gpus)
+            decision.place(d.job.job_id, Placement.of(gpus), d.batch_size)
+        return decision
+
+
+@dataclass
+class PackedPlacement(_BaselinePlacement):
+    """Consolidate each job on as few nodes as possible (Tiresias when sticky, Gandiva-style when not)."""
+
+    sticky: bool = True
+    name: str = "packed-sticky"
+
+    def choose(self, pool: FreePool, demand: Demand) -> list[int] | None:
+        best: tuple[int, int, list[int]] | None = None
+        for rank, t in enumerate(pool.allowed_types(demand)):
+            got = packed_gpus(pool, t, demand.num_gpus)
+            if got is not None and (best is None or got[1] < best[0]):
+                best = (got[1], rank, got[0])
+        return None if best is None else best[2]
+
+
+@dataclass
+class RandomPlacement(_BaselinePlacement):
+    """Random free GPUs of a random type that has room (PAL's random baselines)."""
+
+    sticky: bool = True
+    seed: int = 0
+    name: str = "random-sticky"
+    rng: np.random.Generator = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+
+    def choose(self, pool: FreePool, demand: Demand) -> list[int] | None:
+        types = pool.allowed_types(demand)
+        if not types:
+            return None
+        t = types[int(self.rng.integers(len(types)))]
+        return random_gpus(pool, t, demand.num_gpus, self.rng)

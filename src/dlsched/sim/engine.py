@@ -1,0 +1,343 @@
+"""The simulation engine: owns time, jobs and the world; asks a scheduler for a decision every round.
+
+Rounds start at multiples of ``round_s``. Inside a round, events happen at their exact times: a job's
+checkpoint-restore ends, a job completes (its GPUs then idle until the next round). Arrivals join the
+active set at the next round boundary; their wait counts from submission. When nothing is active the
+engine jumps to the round of the next arrival.
+
+The engine is the only part that reads the world. A scheduler receives a :class:`ClusterView` with the
+facts a real cluster would give it, and the observations running jobs report.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dlsched.core import (
+    Adaptivity,
+    Cluster,
+    ClusterView,
+    GradientObservation,
+    InputError,
+    Job,
+    JobSpec,
+    JobStatus,
+    JobView,
+    Placement,
+    ThroughputObservation,
+)
+from dlsched.policies.stages import Scheduler
+from dlsched.sim.invariants import check_decision
+from dlsched.sim.records import JobRecord, RoundRecord, Segment
+from dlsched.world.base import AdaptiveJobPhysics, JobPhysics, Rate, World
+
+log = logging.getLogger("dlsched.sim")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Engine settings for one run."""
+
+    round_s: float = 60.0
+    seed: int = 0
+    #: Stop at this simulated time even if jobs remain (they are reported as unfinished).
+    max_time_s: float | None = None
+    #: Stop when no job has run for this many consecutive rounds and no arrival is pending.
+    stall_rounds: int = 200
+
+
+@dataclass
+class _JobState:
+    """Engine-side bookkeeping next to the live :class:`Job`."""
+
+    job: Job
+    phys: JobPhysics
+    rate: Rate | None = None
+    rate_key: tuple | None = None
+    segment_start_s: float = 0.0
+    new_tput: list[ThroughputObservation] = field(default_factory=list)
+    new_grad: list[GradientObservation] = field(default_factory=list)
+
+
+@dataclass
+class SimulationResult:
+    jobs: list[JobRecord]
+    rounds: list[RoundRecord]
+    segments: list[Segment]
+    num_gpus: int
+    sim_wall_s: float
+    end_time_s: float
+
+
+def validate_jobs(specs: Sequence[JobSpec], cluster: Cluster, world: World, *, rigid: bool) -> list[JobPhysics]:
+    """Reject jobs the cluster can never run, naming the job's input line."""
+    seen: set[str] = set()
+    out: list[JobPhysics] = []
+    for spec in specs:
+        where = spec.origin or f"job {spec.job_id}"
+        if spec.job_id in seen:
+            raise InputError(f"duplicate job id '{spec.job_id}'", source=where, field="job_id")
+        seen.add(spec.job_id)
+        if not math.isfinite(spec.submit_time_s) or spec.submit_time_s < 0:
+            raise InputError(f"submit time {spec.submit_time_s} is negative or not finite", source=where,
+                             field="submit_time_s")
+        pools = {t: n for t, n in cluster.gpus_per_type.items() if spec.allows_gpu_type(t)}
+        if not pools:
+            raise InputError(f"job '{spec.job_id}' accepts GPU types {list(spec.gpu_types)}, none of which the "
+                             f"cluster '{cluster.name}' has", source=where, field="gpu_types")
+        need = spec.num_gpus if (rigid or spec.adaptivity is Adaptivity.RIGID) else spec.lower_gpus
+        if need > max(pools.values()):
+            kind = "rigid job" if spec.adaptivity is Adaptivity.RIGID else "job (under a rigid policy)"
+            raise InputError(f"{kind} '{spec.job_id}' needs {need} GPUs of one type but cluster '{cluster.name}' "
+                             f"has at most {max(pools.values())}", source=where, field="num_gpus")
+        out.append(world.physics(spec))
+    return out
+
+
+class Engine:
+    """Runs one scheduler on one cluster and trace."""
+
+    def __init__(self, cluster: Cluster, specs: Sequence[JobSpec], scheduler: Scheduler, world: World,
+                 config: SimConfig | None = None,
+                 on_progress: Callable[[float, int, int], None] | None = None) -> None:
+        self.cluster = cluster
+        self.scheduler = scheduler
+        self.world = world
+        self.config = config or SimConfig()
+        self.on_progress = on_progress
+        self.rigid = bool(getattr(scheduler, "rigid", False))
+        phys = validate_jobs(specs, cluster, world, rigid=self.rigid)
+        order = sorted(range(len(specs)), key=lambda i: (specs[i].submit_time_s, specs[i].job_id))
+        self.pending = [_JobState(Job(spec=specs[i]), phys[i]) for i in order]
+        self.active: dict[str, _JobState] = {}
+        self.done: list[_JobState] = []
+        self.rounds: list[RoundRecord] = []
+        self.segments: list[Segment] = []
+        self.gpu_scores = world.speeds.measured_profile()
+        self.model_class = world.speeds.model_classes()
+
+    # -- view ----------------------------------------------------------------------------------------
+    def _view(self, t: float) -> ClusterView:
+        views = []
+        for st in self.active.values():
+            j = st.job
+            views.append(JobView(
+                spec=j.spec, status=j.status, placement=j.placement, batch_size=j.batch_size,
+                age_s=t - j.spec.submit_time_s, wait_s=t - j.spec.submit_time_s - j.attained_service_s,
+                attained_gpu_s=j.attained_gpu_s, attained_service_s=j.attained_service_s, restarts=j.restarts,
+                progress_fraction=st.phys.progress_fraction(j.progress), start_time_s=j.start_time_s,
+                estimated_duration_s=st.phys.estimated_duration_s(),
+                throughput_obs=st.new_tput, gradient_obs=st.new_grad))
+            st.new_tput, st.new_grad = [], []
+        return ClusterView(time_s=t, round_s=self.config.round_s, cluster=self.cluster, jobs=views,
+                           gpu_scores=self.gpu_scores, model_class=self.model_class)
+
+    # -- main loop -----------------------------------------------------------------------------------
+    def run(self) -> SimulationResult:
+        cfg = self.config
+        wall0 = time.perf_counter()
+        t = 0.0
+        next_pending = 0
+        idle_rounds = 0
+        round_no = 0
+        total_jobs = len(self.pending)
+        while next_pending < len(self.pending) or self.active:
+            if cfg.max_time_s is not None and t >= cfg.max_time_s:
+                break
+            while next_pending < len(self.pending) and self.pending[next_pending].job.spec.submit_time_s <= t:
+                st = self.pending[next_pending]
+                st.job.status = JobStatus.QUEUED
+                self.active[st.job.job_id] = st
+                next_pending += 1
+            if not self.active:
+                nxt = self.pending[next_pending].job.spec.submit_time_s
+                t = math.ceil(nxt / cfg.round_s) * cfg.round_s
+                continue
+            view = self._view(t)
+            p0 = time.perf_counter()
+            decision = self.scheduler.schedule(view)
+            policy_s = time.perf_counter() - p0
+            check_decision(decision, self.cluster, {k: s.job.spec for k, s in self.active.items()},
+                           allows_packing=self.scheduler.allows_packing, rigid=self.rigid,
+                           policy=self.scheduler.name)
+            restarts = self._apply(decision, t)
+            t_end = t + cfg.round_s
+            record = self._round_record(round_no, t, policy_s, restarts)
+            self._advance(t, t_end)
+            self.rounds.append(record)
+            round_no += 1
+            if record.running_jobs == 0 and next_pending >= len(self.pending):
+                idle_rounds += 1
+                if idle_rounds >= cfg.stall_rounds:
+                    log.warning("no job could run for %d rounds; stopping with %d jobs unfinished",
+                                idle_rounds, len(self.active))
+                    t = t_end
+                    break
+            else:
+                idle_rounds = 0
+            t = t_end
+            if self.on_progress is not None:
+                self.on_progress(t, len(self.done), total_jobs)
+        end_t = t
+        for st in list(self.active.values()):
+            self._close_segment(st, min(end_t, t))
+        records = self._job_records(end_t)
+        return SimulationResult(jobs=records, rounds=self.rounds, segments=self.segments,
+                                num_gpus=self.cluster.num_gpus, sim_wall_s=time.perf_counter() - wall0,
+                                end_time_s=end_t)
+
+    # -- applying a decision ---------------------------------------------------------------------------
+    def _apply(self, decision, t: float) -> int:
+        restarts = 0
+        allocs = decision.allocations
+        for job_id, st in self.active.items():
+            j = st.job
+            alloc = allocs.get(job_id)
+            new_place = alloc.placement if alloc is not None else Placement.empty()
+            batch = alloc.batch_size if alloc is not None else None
+            share = alloc.gpu_share if alloc is not None else 1.0
+            if new_place == j.placement:
+                j.batch_size, j.gpu_share = (batch if new_place else None), share
+                continue
+            # placement changed: close the old segment, pay checkpoint-restore on the new GPUs
+            self._close_segment(st, t)
+            j.placement = new_place
+            j.batch_size, j.gpu_share = batch, share
+            st.rate, st.rate_key = None, None
+            if new_place:
+                if j.start_time_s is None:
+                    j.start_time_s = t
+                else:
+                    j.restarts += 1
+                    restarts += 1
+                j.restart_until_s = t + st.phys.restart_delay_s
+                j.status = JobStatus.RESTARTING if st.phys.restart_delay_s > 0 else JobStatus.RUNNING
+                j.last_gpu_type = self.cluster.gpu_type_of[new_place.gpus[0]]
+                st.segment_start_s = t
+            else:
+                j.status = JobStatus.QUEUED
+        return restarts
+
+    def _close_segment(self, st: _JobState, t: float) -> None:
+        j = st.job
+        if j.placement and t > st.segment_start_s:
+            self.segments.append(Segment(job_id=j.job_id, start_s=st.segment_start_s, end_s=t,
+                                         gpu_type=self.cluster.gpu_type_of[j.placement.gpus[0]],
+                                         num_gpus=len(j.placement),
+                                         restarting_until_s=min(t, max(st.segment_start_s, j.restart_until_s))))
+
+    # -- advancing time ------------------------------------------------------------------------------
+    def _rate(self, st: _JobState) -> Rate:
+        j = st.job
+        adaptive = isinstance(st.phys, AdaptiveJobPhysics)
+        key = (j.placement.gpus, j.batch_size, j.gpu_share)
+        if not adaptive and st.rate is not None and st.rate_key == key:
+            return st.rate
+        rate = self.world.rate(st.phys, j.progress, j.placement, j.batch_size, j.gpu_share)
+        st.rate, st.rate_key = rate, key
+        return rate
+
+    def _advance(self, t: float, t_end: float) -> None:
+        finished: list[str] = []
+        for job_id, st in self.active.items():
+            j = st.job
+            if not j.placement:
+                continue
+            rate = self._rate(st)
+            prog_start = min(max(t, j.restart_until_s), t_end)
+            end = t_end
+            remaining = st.phys.total_work - j.progress
+            if rate.work_per_s > 0:
+                t_done = prog_start + remaining / rate.work_per_s
+                if t_done <= t_end:
+                    end = t_done
+            held = end - t
+            gpus = len(j.placement) * j.gpu_share
+            j.attained_service_s += held
+            j.attained_gpu_s += gpus * held
+            restart_part = max(0.0, min(j.restart_until_s, end) - t)
+            j.restart_gpu_s += gpus * restart_part
+            gtype = j.last_gpu_type or ""
+            j.gpu_s_by_type[gtype] = j.gpu_s_by_type.get(gtype, 0.0) + gpus * held
+            ran = max(0.0, end - prog_start)
+            j.progress += rate.work_per_s * ran
+            if j.status is JobStatus.RESTARTING and j.restart_until_s <= end:
+                j.status = JobStatus.RUNNING
+            if ran > 0:
+                self._observe(st, rate, end)
+            if end < t_end or j.progress >= st.phys.total_work * (1 - 1e-12):
+                j.progress = st.phys.total_work
+                j.finish_time_s = end
+                j.status = JobStatus.COMPLETED
+                self._close_segment(st, end)
+                j.placement = Placement.empty()
+                finished.append(job_id)
+        for job_id in finished:
+            self.done.append(self.active.pop(job_id))
+
+    def _observe(self, st: _JobState, rate: Rate, t: float) -> None:
+        """What the job reports to the scheduler: its step timing and, if adaptive, gradient statistics."""
+        j = st.job
+        cfg = j.placement.configuration(self.cluster)
+        st.new_tput.append(ThroughputObservation(
+            time_s=t, gpu_type=cfg.gpu_type, num_nodes=cfg.num_nodes, num_gpus=cfg.num_gpus,
+            local_bsz=int(rate.local_bsz or 0), accum_steps=rate.accum_steps, step_time_s=rate.step_time_s,
+            sync_time_s=rate.sync_time_s))
+        if isinstance(st.phys, AdaptiveJobPhysics):
+            sqr, var = self.world.efficiency.grad_stats(j.spec.model, j.progress)
+            st.new_grad.append(GradientObservation(time_s=t, batch_size=int(rate.batch_size or 0),
+                                                   grad_sqr=sqr, grad_var=var))
+
+    # -- records -------------------------------------------------------------------------------------
+    def _round_record(self, round_no: int, t: float, policy_s: float, restarts: int) -> RoundRecord:
+        used = np.zeros(self.cluster.num_gpus, dtype=bool)
+        running = 0
+        by_type: dict[str, int] = {tn: 0 for tn in self.cluster.type_names}
+        for st in self.active.values():
+            if st.job.placement:
+                running += 1
+                used[list(st.job.placement.gpus)] = True
+        for g in np.nonzero(used)[0]:
+            by_type[self.cluster.gpu_type_of[g]] += 1
+        allocated = int(used.sum())
+        idle = self.cluster.num_gpus - allocated
+        queue = len(self.active) - running
+        return RoundRecord(round=round_no, time_s=t, allocated_gpus=allocated, idle_gpus=idle,
+                           fragments=idle if queue > 0 else 0, queue_len=queue, running_jobs=running,
+                           active_jobs=len(self.active), policy_s=policy_s, restarts=restarts,
+                           gpus_by_type=by_type)
+
+    def _job_records(self, end_t: float) -> list[JobRecord]:
+        from dlsched.sim.metrics import ContentionProfile, finish_time_fairness
+
+        contention = ContentionProfile.from_rounds(self.rounds).average
+        gpus_by_type = self.cluster.gpus_per_type
+        out: list[JobRecord] = []
+        for st in [*self.done, *self.active.values(), *self.pending]:
+            j, spec = st.job, st.job.spec
+            if j.status is JobStatus.PENDING and spec.submit_time_s > end_t:
+                wait = 0.0
+            else:
+                stop = j.finish_time_s if j.finish_time_s is not None else end_t
+                wait = max(0.0, stop - spec.submit_time_s - j.attained_service_s)
+            ideal = st.phys.ideal_runtime_s()
+            rec = JobRecord(job_id=spec.job_id, model=spec.model, user=spec.user, adaptivity=str(spec.adaptivity),
+                            requested_gpus=spec.num_gpus, submit_s=spec.submit_time_s, start_s=j.start_time_s,
+                            finish_s=j.finish_time_s, wait_s=wait, gpu_s=j.attained_gpu_s, restarts=j.restarts,
+                            restart_gpu_s=j.restart_gpu_s, deadline_s=spec.deadline_s, ideal_runtime_s=ideal,
+                            gpu_s_by_type=dict(j.gpu_s_by_type))
+            if j.finish_time_s is not None:
+                jct = j.finish_time_s - spec.submit_time_s
+                n_avg = contention(spec.submit_time_s, j.finish_time_s)
+                iso = {g: st.phys.isolated_runtime_s(g, n / n_avg) for g, n in gpus_by_type.items()
+                       if spec.allows_gpu_type(g)}
+                rec.ftf = finish_time_fairness(jct, iso, gpus_by_type)
+                rec.latency_ratio = wait / ideal if ideal > 0 and math.isfinite(ideal) else None
+            out.append(rec)
+        return out

@@ -1,0 +1,53 @@
+"""Checks every decision must pass before the engine applies it.
+
+A policy bug must never turn into silently wrong numbers: a GPU given twice (beyond packing shares), a
+gang split or short, a job on two GPU types, or a job that is not active fails the run loudly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dlsched.core import Adaptivity, Cluster, Decision, JobSpec
+
+
+class PolicyError(RuntimeError):
+    """A scheduler returned a decision that breaks an invariant (a bug in the policy, not in the input)."""
+
+
+def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSpec], *, allows_packing: bool,
+                   rigid: bool, policy: str) -> None:
+    """Raise :class:`PolicyError` naming the first broken invariant."""
+    share = np.zeros(cluster.num_gpus, dtype=float)
+    n = cluster.num_gpus
+    for job_id, alloc in decision.allocations.items():
+        spec = active.get(job_id)
+        if spec is None:
+            raise PolicyError(f"{policy}: allocated GPUs to '{job_id}', which is not an active job")
+        gpus = alloc.placement.gpus
+        if not gpus:
+            continue
+        if len(set(gpus)) != len(gpus) or gpus[0] < 0 or gpus[-1] >= n:
+            raise PolicyError(f"{policy}: job '{job_id}' got an invalid GPU list {gpus[:8]}")
+        k = len(gpus)
+        types = {cluster.gpu_type_of[g] for g in gpus}
+        if len(types) != 1:
+            raise PolicyError(f"{policy}: job '{job_id}' spans GPU types {sorted(types)}")
+        gtype = next(iter(types))
+        if not spec.allows_gpu_type(gtype):
+            raise PolicyError(f"{policy}: job '{job_id}' placed on {gtype}, which its user did not accept")
+        if rigid and k != spec.num_gpus:
+            raise PolicyError(f"{policy}: rigid gang for '{job_id}' has {k} GPUs, not the {spec.num_gpus} requested")
+        if not spec.allows_gpu_count(k):
+            raise PolicyError(f"{policy}: job '{job_id}' got {k} GPUs, outside its allowed "
+                              f"{spec.lower_gpus}..{spec.upper_gpus} (unit {spec.gpu_unit})")
+        if spec.adaptivity is Adaptivity.RIGID and alloc.batch_size not in (None, spec.batch_size):
+            raise PolicyError(f"{policy}: rigid job '{job_id}' had its batch size changed")
+        if not 0.0 < alloc.gpu_share <= 1.0:
+            raise PolicyError(f"{policy}: job '{job_id}' has GPU share {alloc.gpu_share}")
+        if alloc.gpu_share < 1.0 and not allows_packing:
+            raise PolicyError(f"{policy}: job '{job_id}' has a GPU share below 1 but the policy does not pack")
+        share[list(gpus)] += alloc.gpu_share
+    over = np.nonzero(share > 1.0 + 1e-9)[0]
+    if len(over):
+        raise PolicyError(f"{policy}: GPU {int(over[0])} is given to jobs whose shares sum to {share[over[0]]:.3f}")

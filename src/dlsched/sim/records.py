@@ -1,0 +1,67 @@
+"""What a simulation run records: one row per job, one row per round.
+
+These are plain dataclasses so metrics, reports and tests can work on them without the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class JobRecord:
+    """One job's outcome. Times are seconds from trace start; ``finish_s`` is None if it never finished."""
+
+    job_id: str
+    model: str
+    user: str
+    adaptivity: str
+    requested_gpus: int
+    submit_s: float
+    start_s: float | None
+    finish_s: float | None
+    wait_s: float
+    gpu_s: float
+    restarts: int
+    restart_gpu_s: float
+    deadline_s: float | None
+    #: Run time alone at the request on the best GPU type (truth; for latency ratio and slowdown).
+    ideal_runtime_s: float
+    #: Finish-time fairness rho (Sia eq. 3.6) and latency ratio (Hops); None for unfinished jobs.
+    ftf: float | None = None
+    latency_ratio: float | None = None
+    gpu_s_by_type: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def jct_s(self) -> float | None:
+        return None if self.finish_s is None else self.finish_s - self.submit_s
+
+
+@dataclass(slots=True)
+class RoundRecord:
+    """One scheduling round."""
+
+    round: int
+    time_s: float
+    allocated_gpus: int
+    idle_gpus: int
+    #: Idle GPUs while at least one job waits (fragmentation or policy choice), else 0.
+    fragments: int
+    queue_len: int
+    running_jobs: int
+    active_jobs: int
+    policy_s: float
+    restarts: int
+    gpus_by_type: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Segment:
+    """A stretch of time a job held one placement: the allocation timeline in reports."""
+
+    job_id: str
+    start_s: float
+    end_s: float
+    gpu_type: str
+    num_gpus: int
+    restarting_until_s: float

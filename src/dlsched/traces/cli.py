@@ -1,0 +1,89 @@
+"""``dlsched trace``: check, summarise and convert traces from the command line.
+
+The sub-app is mounted by the main CLI as ``dlsched trace``. A TRACE argument is anything
+:func:`~dlsched.traces.resolve.resolve_trace` accepts (a named trace such as ``sia-philly:1``, a
+``synthetic:...`` spec or a file path). Input problems print one line, ``error: <message>``, on stderr and
+exit with status 2, so scripts can tell bad input from crashes.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from dlsched.core.errors import InputError
+from dlsched.traces.resolve import resolve_trace
+from dlsched.traces.schema import write_trace
+from dlsched.traces.stats import trace_stats
+
+app = typer.Typer(help="Validate, summarise and convert job traces.", no_args_is_help=True)
+
+_TRACE_HELP = ("named trace (sia-philly:N, sia-saturn:N, sia-scale:rate_R:N, pollux:N, pal-philly:N, "
+               "gavel:VC[:SEED], philly[:N], synthetic:rate=20,hours=8,seed=1, ...) or a trace file")
+
+
+class StatsFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(2)
+
+
+@app.command()
+def validate(trace: str = typer.Argument(..., help=_TRACE_HELP)) -> None:
+    """Read TRACE, checking every row; print 'ok: N jobs' or the first error."""
+    try:
+        jobs, _ = resolve_trace(trace)
+    except InputError as exc:
+        raise _fail(exc) from None
+    typer.echo(f"ok: {len(jobs)} jobs")
+
+
+@app.command()
+def stats(trace: str = typer.Argument(..., help=_TRACE_HELP),
+          format: StatsFormat = typer.Option(StatsFormat.table, "--format", "-f",  # noqa: A002
+                                             help="table (human) or json (one object)")) -> None:
+    """Summarise TRACE: jobs, span, arrival rate, GPU demand, models, adaptivity, GPU-hours."""
+    try:
+        jobs, name = resolve_trace(trace)
+    except InputError as exc:
+        raise _fail(exc) from None
+    summary = trace_stats(jobs)
+    if format is StatsFormat.json:
+        typer.echo(json.dumps({"trace": name, **summary}))
+        return
+    table = Table(title=f"trace {name}", show_header=True)
+    table.add_column("statistic")
+    table.add_column("value", overflow="fold")
+    for key, value in summary.items():
+        if isinstance(value, dict):
+            text = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
+        elif isinstance(value, float):
+            text = f"{value:,.3f}".rstrip("0").rstrip(".")
+        else:
+            text = "-" if value is None else str(value)
+        table.add_row(key, text)
+    Console().print(table)
+
+
+@app.command()
+def convert(trace: str = typer.Argument(..., help=_TRACE_HELP),
+            out: Path = typer.Argument(..., help="output file: .csv (canonical) or .parquet (needs pyarrow)")
+            ) -> None:
+    """Write TRACE as a canonical trace file (written to a temporary file, then renamed into place)."""
+    try:
+        jobs, _ = resolve_trace(trace)
+        write_trace(jobs, out)
+    except InputError as exc:
+        raise _fail(exc) from None
+    except OSError as exc:
+        raise _fail(InputError(f"cannot write: {exc.strerror or exc}", source=str(out))) from None
+    typer.echo(f"wrote {len(jobs)} jobs to {out}")

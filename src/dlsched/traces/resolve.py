@@ -1,0 +1,230 @@
+"""Turn a trace name from the command line or a config file into jobs.
+
+Experiments name their workload with one short string, so configs stay readable and a run can be repeated
+on another machine with its own data directory. A spec is a named trace from the data directory, a
+synthetic trace, or a file path:
+
+=========================================  ===================================================================
+spec                                       trace
+=========================================  ===================================================================
+``sia-philly:N``                           ``sia/workloads/philly/workload-N.csv`` (N = 1..8)
+``sia-saturn:N``                           ``sia/workloads/saturn/workload-N.csv`` (N = 1..10)
+``sia-scale:rate_R:N``                     ``sia/workloads/scale/rate_R/workload-N.csv`` (R = 10..50 jobs/h)
+``sia-scale:scale_Kx:N``                   ``sia/workloads/scale/scale_Kx/workload-N.csv`` (K = 2..32)
+``pollux:N``                               ``pollux/workloads/workload-N.csv`` (N = 1..8)
+``pollux-V:N``                             ``pollux/workloads-V/workload-N.csv`` (V = 0.5, 1.5, 2.0, realistic)
+``pal-philly:N``                           ``pal/workload-traces/philly/workload-N.csv`` (N = 1..8)
+``pal-blox:NAME``                          ``pal/blox_exp/workload/NAME.csv``
+``gavel:VC[:SEED]``                        ``gavel/traces/msr/seed=SEED/VC.trace[.gz]`` (SEED 0..4, default 0)
+``gavel-physical:NAME``                    ``gavel/traces/physical_cluster/NAME.trace``
+``tiresias``                               ``tiresias/60_job.csv``
+``philly[:N]``                             ``sia/traces/philly.csv`` (82k jobs), the first N by submit time
+``synthetic[:k=v,...]``                    :func:`~dlsched.traces.synthetic.synthetic`; keys ``rate``,
+                                           ``hours``, ``seed``, ``adaptivity``, ``kind``, ``jobs``,
+                                           ``max_gpus``, ``ncf_share``
+anything else                              a trace file in any format :func:`read_trace` detects
+=========================================  ===================================================================
+
+Sia/Pollux workloads may take an adaptivity suffix, ``sia-philly:1@rigid`` or ``pollux:3@strong-scaling``,
+to replay the same jobs with less freedom. A named trace whose file is missing raises an ``InputError``
+naming the path and the ``DLSCHED_DATA`` setting.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from dlsched.core.errors import InputError
+from dlsched.core.job import Adaptivity, JobSpec
+from dlsched.traces.readers import read_gavel_trace, read_philly_log, read_sia_workload, read_trace
+from dlsched.traces.synthetic import synthetic
+
+#: Named trace families, for help texts and errors.
+NAMED_TRACES: tuple[str, ...] = (
+    "sia-philly:N", "sia-saturn:N", "sia-scale:rate_R:N", "sia-scale:scale_Kx:N", "pollux:N",
+    "pollux-0.5:N", "pollux-1.5:N", "pollux-2.0:N", "pollux-realistic:N", "pal-philly:N", "pal-blox:NAME",
+    "gavel:VC[:SEED]", "gavel-physical:NAME", "tiresias", "philly[:N]", "synthetic[:key=value,...]",
+)
+_POLLUX_VARIANTS = ("0.5", "1.5", "2.0", "realistic")
+_FAMILIES = frozenset({"sia-philly", "sia-saturn", "sia-scale", "pollux", "pal-philly", "pal-blox", "gavel",
+                       "gavel-physical", "tiresias", "philly", "synthetic"})
+_SYNTHETIC_KEYS = ("rate", "hours", "seed", "adaptivity", "kind", "jobs", "max_gpus", "ncf_share")
+_NAME = re.compile(r"^[A-Za-z0-9_.+\-]+$")
+
+
+def limit_jobs(specs: Sequence[JobSpec], n: int) -> list[JobSpec]:
+    """The first ``n`` jobs by submission time (for short test runs of a long trace)."""
+    if not isinstance(n, int) or n < 1:
+        raise InputError(f"job limit must be a whole number >= 1, got {n!r}", field="jobs")
+    return sorted(specs, key=lambda s: s.submit_time_s)[:n]
+
+
+def _data_file(rel: str, spec: str) -> Path:
+    """The file of a named trace, or an InputError naming the path, the setting and what is there."""
+    from dlsched.datadir import ENV_VAR, data_dir, require_data
+
+    base = data_dir()
+    if base is None:
+        require_data(rel, f"named trace '{spec}'")  # raises, naming the directory it looked for
+        raise InputError(f"named trace '{spec}' needs the data directory (set {ENV_VAR})")
+    path = base / rel
+    if not path.is_file():
+        hint = ""
+        if path.parent.is_dir():
+            names = sorted(p.name for p in path.parent.iterdir() if not p.name.startswith("."))
+            if names:
+                shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
+                hint = f"; that directory has: {shown}"
+        setting = (f"{ENV_VAR}={os.environ[ENV_VAR]}" if os.environ.get(ENV_VAR)
+                   else f"{ENV_VAR} unset, so the default {base} is used")
+        raise InputError(f"named trace '{spec}': {path} not found ({setting}){hint}")
+    return path
+
+
+def _index(text: str, spec: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise InputError(f"trace '{spec}': expected a workload number >= 1, got {text!r}")
+    return int(text)
+
+
+def _name(text: str, spec: str) -> str:
+    if not _NAME.match(text):
+        raise InputError(f"trace '{spec}': invalid name {text!r}")
+    return text
+
+
+def _parse_synthetic(args: str, spec: str) -> list[JobSpec]:
+    kwargs: dict[str, object] = {}
+    for item in filter(None, (p.strip() for p in args.split(","))):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not value:
+            raise InputError(f"trace '{spec}': expected key=value, got {item!r}")
+        if key not in _SYNTHETIC_KEYS:
+            raise InputError(f"trace '{spec}': unknown key {key!r} (known: {', '.join(_SYNTHETIC_KEYS)})")
+        if key in kwargs:
+            raise InputError(f"trace '{spec}': key {key!r} given twice")
+        try:
+            if key in ("rate", "hours", "ncf_share"):
+                kwargs[key] = float(value)
+            elif key in ("seed", "jobs", "max_gpus"):
+                kwargs[key] = int(value)
+            else:
+                kwargs[key] = value
+        except ValueError:
+            raise InputError(f"trace '{spec}': {key}={value!r} is not a number") from None
+    rename = {"jobs": "num_jobs", "max_gpus": "max_request_gpus"}
+    return synthetic(**{rename.get(k, k): v for k, v in kwargs.items()})  # type: ignore[arg-type]
+
+
+def resolve_trace(spec: str) -> tuple[list[JobSpec], str]:
+    """Jobs (sorted by submit time) and a display name for a trace spec; see the module docstring."""
+    spec = spec.strip()
+    if not spec:
+        raise InputError("empty trace name")
+    head, _, rest = spec.partition(":")
+    named = _named(head, rest, spec)
+    if named is not None:
+        return named(), spec
+    path = Path(spec).expanduser()
+    if path.exists():
+        return read_trace(path), path.name
+    raise InputError(f"'{spec}' is neither a trace file nor a named trace (named traces: "
+                     f"{', '.join(NAMED_TRACES)})")
+
+
+def _named(head: str, rest: str, spec: str) -> Callable[[], list[JobSpec]] | None:
+    """A loader for a named trace, or None if ``head`` names no trace family (then it is a path)."""
+    base, _, suffix = head.strip().partition("@")
+    base = base.strip()
+    if base not in _FAMILIES and base not in {f"pollux-{v}" for v in _POLLUX_VARIANTS}:
+        return None
+    parts = rest.split(":") if rest else []
+    if "@" in rest:
+        # The adaptivity suffix goes at the very end: "sia-philly:1@rigid".
+        rest, _, suffix = rest.partition("@")
+        parts = rest.split(":") if rest else []
+    adaptivity: Adaptivity | None = None
+    if suffix:
+        try:
+            adaptivity = Adaptivity(suffix.strip().lower())
+        except ValueError:
+            known = ", ".join(a.value for a in Adaptivity)
+            raise InputError(f"trace '{spec}': unknown adaptivity {suffix!r} (one of: {known})") from None
+    head = base
+
+    def want(n: int, usage: str) -> list[str]:
+        if len(parts) != n:
+            raise InputError(f"trace '{spec}': expected {usage}")
+        return parts
+
+    def sia_like(rel: str) -> Callable[[], list[JobSpec]]:
+        return lambda: read_sia_workload(_data_file(rel, spec), adaptivity=adaptivity or Adaptivity.ADAPTIVE)
+
+    if adaptivity is not None and head not in ("sia-philly", "sia-saturn", "sia-scale", "pollux") \
+            and not head.startswith("pollux-"):
+        raise InputError(f"trace '{spec}': only Sia/Pollux workloads take an @adaptivity suffix")
+
+    if head in ("sia-philly", "sia-saturn"):
+        (n,) = want(1, f"{head}:N")
+        return sia_like(f"sia/workloads/{head[4:]}/workload-{_index(n, spec)}.csv")
+    if head == "sia-scale":
+        group, n = want(2, "sia-scale:rate_R:N or sia-scale:scale_Kx:N")
+        if not re.fullmatch(r"rate_\d+|scale_\d+x", group):
+            raise InputError(f"trace '{spec}': expected rate_R (e.g. rate_20) or scale_Kx (e.g. scale_4x), "
+                             f"got {group!r}")
+        return sia_like(f"sia/workloads/scale/{group}/workload-{_index(n, spec)}.csv")
+    if head == "pollux":
+        (n,) = want(1, "pollux:N")
+        return sia_like(f"pollux/workloads/workload-{_index(n, spec)}.csv")
+    if head.startswith("pollux-"):
+        variant = head[len("pollux-"):]
+        (n,) = want(1, f"{head}:N")
+        return sia_like(f"pollux/workloads-{variant}/workload-{_index(n, spec)}.csv")
+    if head == "pal-philly":
+        (n,) = want(1, "pal-philly:N")
+        return lambda: read_trace(_data_file(f"pal/workload-traces/philly/workload-{_index(n, spec)}.csv", spec))
+    if head == "pal-blox":
+        (name,) = want(1, "pal-blox:NAME")
+        name = _name(name.removesuffix(".csv"), spec)
+        return lambda: read_trace(_data_file(f"pal/blox_exp/workload/{name}.csv", spec))
+    if head == "gavel":
+        if len(parts) not in (1, 2):
+            raise InputError(f"trace '{spec}': expected gavel:VC or gavel:VC:SEED")
+        vc = _name(parts[0], spec)
+        seed = parts[1] if len(parts) == 2 else "0"
+        if not seed.isdigit():
+            raise InputError(f"trace '{spec}': seed must be a whole number, got {seed!r}")
+        rel = f"gavel/traces/msr/seed={int(seed)}/{vc}.trace"
+        return lambda: read_gavel_trace(_gavel_file(rel, spec))
+    if head == "gavel-physical":
+        (name,) = want(1, "gavel-physical:NAME")
+        name = _name(name.removesuffix(".trace"), spec)
+        return lambda: read_gavel_trace(_data_file(f"gavel/traces/physical_cluster/{name}.trace", spec))
+    if head == "tiresias":
+        want(0, "tiresias (no arguments)")
+        return lambda: read_trace(_data_file("tiresias/60_job.csv", spec))
+    if head == "philly":
+        if len(parts) > 1:
+            raise InputError(f"trace '{spec}': expected philly or philly:N")
+        limit = _index(parts[0], spec) if parts else None
+        def load() -> list[JobSpec]:
+            jobs = read_philly_log(_data_file("sia/traces/philly.csv", spec))
+            return jobs if limit is None else limit_jobs(jobs, limit)
+        return load
+    if head == "synthetic":
+        return lambda: _parse_synthetic(rest, spec)
+    return None
+
+
+def _gavel_file(rel: str, spec: str) -> Path:
+    """Seed 0 of the msr traces is plain text, seeds 1-4 are gzipped: accept either."""
+    from dlsched.datadir import data_dir
+
+    base = data_dir()
+    if base is not None and (base / f"{rel}.gz").is_file() and not (base / rel).is_file():
+        return base / f"{rel}.gz"
+    return _data_file(rel, spec)

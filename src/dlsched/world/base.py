@@ -1,0 +1,280 @@
+"""The world: the truth a simulator plays.
+
+The world answers "how fast does this job progress on these exact GPUs with this batch size", and nothing
+else reads it: the engine advances jobs with it, and only the engine turns it into observations a real job
+would report. Policies and estimators never import this package.
+
+Three kinds of job physics cover the traces dlsched reads:
+
+* :class:`AdaptiveJobPhysics` for the Sia/Pollux models (``bert``, ``cifar10``, ``deepspeech2``, ``imagenet``,
+  ``ncf``, ``yolov3``, ``gpt_pmp``): throughput from the fitted step-time model, statistical efficiency from
+  gradient noise, work counted in statistical progress until the model's epoch target;
+* :class:`IterationJobPhysics` for PAL/Blox traces, whose duration column is an iteration count and whose
+  per-iteration time comes from PAL's per-model constants;
+* :class:`DurationJobPhysics` for traces that give only a run time and a GPU count (Philly, Gavel, Tiresias):
+  the run time holds on the reference GPU type and scales with the type's relative speed.
+
+On top of any physics, :class:`World` applies what PAL's simulator applies: the slowest GPU of the job gates
+synchronous training (per-GPU variability of the job's application class), the slowest server gates it too
+(server-level speed factor), and a locality penalty when a rigid job spans nodes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from dlsched.world.efficiency import EfficiencyModel
+
+from dlsched.core import Adaptivity, Cluster, InputError, JobSpec, Placement
+from dlsched.world.rigid import PalConstants
+from dlsched.world.throughput import ThroughputModel
+from dlsched.world.variability import GpuSpeeds
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """How a job runs on one allocation, held constant for the rest of a round."""
+
+    #: Work units per second (statistical progress for adaptive jobs, reference seconds or iterations else).
+    work_per_s: float
+    batch_size: int | None = None
+    local_bsz: int | None = None
+    accum_steps: int = 1
+    step_time_s: float = 0.0
+    sync_time_s: float = 0.0
+    #: Samples per second (throughput) and statistical efficiency, for reports.
+    throughput_sps: float = 0.0
+    efficiency: float = 1.0
+
+
+@dataclass(frozen=True)
+class WorldConfig:
+    """Knobs of the truth that an experiment may sweep."""
+
+    #: Multiplier on iteration time when a rigid job spans nodes; None uses the per-model table.
+    locality_penalty: float | None = None
+    #: Apply per-GPU variability (only for clusters that declare a variability profile).
+    variability: bool = True
+    #: Scale on every model's checkpoint-restore delay (0 disables restart costs).
+    restart_delay_scale: float = 1.0
+    #: Checkpoint-restore delay for jobs whose model has no measured value (PAL/Philly traces).
+    default_restart_delay_s: float = 0.0
+
+
+class JobPhysics:
+    """Base for the three kinds of job; see the module docstring."""
+
+    def __init__(self, spec: JobSpec, world: World) -> None:
+        self.spec = spec
+        self.world = world
+
+    #: total work in the physics' own units
+    total_work: float = 1.0
+    restart_delay_s: float = 0.0
+    perf_class: str = "classA"
+
+    def base_rate(self, progress: float, gpu_type: str, node_counts: tuple[int, ...],
+                  batch_size: int | None) -> Rate:
+        raise NotImplementedError  # abstract: every concrete physics defines it
+
+    def spans_nodes_penalty(self, num_gpus: int) -> float:
+        return 1.0
+
+    def isolated_runtime_s(self, gpu_type: str, num_gpus: float) -> float:
+        """Run time alone on ``num_gpus`` GPUs of ``gpu_type`` (fractions time-slice), best shape."""
+        raise NotImplementedError  # abstract
+
+    def ideal_runtime_s(self) -> float:
+        """Expected run time at the job's request on its best GPU type, with no waiting."""
+        types = [t for t in self.world.cluster.type_names if self.spec.allows_gpu_type(t)]
+        return min(self.isolated_runtime_s(t, self.spec.num_gpus) for t in types)
+
+    def estimated_duration_s(self) -> float | None:
+        """The run-time estimate a user submits with the job (what SJF and SRTF rank by).
+
+        Duration traces carry it; for iteration traces it is the iteration count times the profiled
+        iteration time; for adaptive jobs it is the nominal run time of the request on its best type. None of
+        these include per-GPU variability or interference, which no user could know in advance.
+        """
+        return self.ideal_runtime_s()
+
+    def progress_fraction(self, progress: float) -> float:
+        return min(1.0, progress / self.total_work) if self.total_work > 0 else 1.0
+
+
+class AdaptiveJobPhysics(JobPhysics):
+    """A Sia/Pollux model: goodput = throughput x statistical efficiency."""
+
+    def __init__(self, spec: JobSpec, world: World) -> None:
+        super().__init__(spec, world)
+        eff = world.efficiency
+        self.total_work = eff.target_progress(spec.model)
+        self.restart_delay_s = world.throughput.restart_delay_s(spec.model) * world.config.restart_delay_scale
+        self.perf_class = world.speeds.class_of(spec.model)
+
+    def base_rate(self, progress, gpu_type, node_counts, batch_size):
+        tm, eff, spec = self.world.throughput, self.world.efficiency, self.spec
+        num_gpus = sum(node_counts)
+        if spec.adaptivity is Adaptivity.ADAPTIVE and batch_size is None:
+            choice = tm.best_batch(spec.model, gpu_type, node_counts, progress, eff,
+                                   max_batch=eff.max_batch_size(spec.model))
+        else:
+            bsz = batch_size or spec.batch_size or eff.init_batch_size(spec.model)
+            choice = tm.batch_choice(spec.model, gpu_type, node_counts, bsz, progress, eff)
+        if choice is None:
+            return Rate(0.0)
+        goodput = choice.goodput
+        return Rate(work_per_s=goodput, batch_size=choice.batch_size, local_bsz=choice.local_bsz,
+                    accum_steps=choice.accum_steps, step_time_s=choice.step_time_s,
+                    sync_time_s=choice.sync_time_s, throughput_sps=choice.throughput_sps,
+                    efficiency=choice.efficiency if num_gpus else 1.0)
+
+    def isolated_runtime_s(self, gpu_type, num_gpus):
+        return self.world.isolated_runtime(self, gpu_type, num_gpus)
+
+
+class IterationJobPhysics(JobPhysics):
+    """A PAL/Blox job: a number of iterations at a per-model iteration time."""
+
+    def __init__(self, spec: JobSpec, world: World) -> None:
+        super().__init__(spec, world)
+        pal = world.pal
+        self.iter_time_s = pal.iteration_time_s(spec.model, source=spec.origin or spec.job_id)
+        self.total_work = float(spec.iterations)
+        self.restart_delay_s = world.config.default_restart_delay_s
+        self.perf_class = pal.perf_class(spec.model)
+
+    def base_rate(self, progress, gpu_type, node_counts, batch_size):
+        return Rate(work_per_s=1.0 / self.iter_time_s, batch_size=self.spec.batch_size,
+                    step_time_s=self.iter_time_s)
+
+    def spans_nodes_penalty(self, num_gpus):
+        return self.world.pal.locality_penalty(self.spec.model, num_gpus, self.world.config.locality_penalty)
+
+    def isolated_runtime_s(self, gpu_type, num_gpus):
+        share = min(1.0, num_gpus / self.spec.num_gpus) if num_gpus > 0 else 0.0
+        return math.inf if share <= 0 else self.total_work * self.iter_time_s / share
+
+    def estimated_duration_s(self) -> float | None:
+        return self.total_work * self.iter_time_s
+
+
+class DurationJobPhysics(JobPhysics):
+    """A job known only by its run time on the requested GPUs of the reference type."""
+
+    def __init__(self, spec: JobSpec, world: World) -> None:
+        super().__init__(spec, world)
+        self.total_work = float(spec.duration_s)
+        self.restart_delay_s = world.config.default_restart_delay_s
+        self.perf_class = world.speeds.class_of(spec.model)
+
+    def _type_speed(self, gpu_type: str) -> float:
+        tm = self.world.throughput
+        return tm.relative_speed(gpu_type) / tm.relative_speed(self.spec.reference_gpu)
+
+    def base_rate(self, progress, gpu_type, node_counts, batch_size):
+        return Rate(work_per_s=self._type_speed(gpu_type), batch_size=self.spec.batch_size)
+
+    def estimated_duration_s(self) -> float | None:
+        return self.spec.duration_s
+
+    def spans_nodes_penalty(self, num_gpus):
+        return self.world.pal.locality_penalty(self.spec.model, num_gpus, self.world.config.locality_penalty)
+
+    def isolated_runtime_s(self, gpu_type, num_gpus):
+        share = min(1.0, num_gpus / self.spec.num_gpus) if num_gpus > 0 else 0.0
+        return math.inf if share <= 0 else self.total_work / (self._type_speed(gpu_type) * share)
+
+
+class World:
+    """The truth for one simulated cluster: job physics plus per-GPU and per-server speeds."""
+
+    def __init__(self, cluster: Cluster, config: WorldConfig | None = None, *, seed: int = 0,
+                 data_dir: str | None = None) -> None:
+        self.cluster = cluster
+        self.config = config or WorldConfig()
+        self.throughput = ThroughputModel.load()
+        self.efficiency = EfficiencyModel.load()
+        self.pal = PalConstants.load()
+        self.speeds = GpuSpeeds.for_cluster(cluster, seed=seed, data_dir=data_dir,
+                                            enabled=self.config.variability)
+        self._node_speed = cluster.node_speed
+        self._iso_cache: dict[tuple[str, str, int], float] = {}
+
+    # -- job physics -------------------------------------------------------------------------------
+    def physics(self, spec: JobSpec) -> JobPhysics:
+        """Build the physics for a job, rejecting jobs the world cannot play with a clear error."""
+        where = spec.origin or f"job {spec.job_id}"
+        if spec.iterations is not None:
+            return IterationJobPhysics(spec, self)
+        if spec.duration_s is not None:
+            if spec.reference_gpu not in self.throughput.known_types():
+                raise InputError(f"unknown reference GPU type '{spec.reference_gpu}'", source=where,
+                                 field="reference_gpu")
+            return DurationJobPhysics(spec, self)
+        if spec.model in self.throughput.models():
+            return AdaptiveJobPhysics(spec, self)
+        known = ", ".join(sorted(self.throughput.models()))
+        raise InputError(f"unknown model '{spec.model}' (a job without duration or iterations must be one of "
+                         f"{known})", source=where, field="model")
+
+    def rate(self, phys: JobPhysics, progress: float, placement: Placement, batch_size: int | None = None,
+             gpu_share: float = 1.0) -> Rate:
+        """Progress rate of a job on exact GPUs: physics x slowest GPU x slowest server x locality."""
+        if not placement:
+            return Rate(0.0)
+        cluster = self.cluster
+        gpus = placement.gpus
+        gtype = cluster.gpu_type_of[gpus[0]]
+        node_counts = placement.node_counts(cluster)
+        base = phys.base_rate(progress, gtype, node_counts, batch_size)
+        slow = self.speeds.slowest(phys.perf_class, gpus)
+        nodes = cluster.gpu_node[list(gpus)]
+        server = float(self._node_speed[nodes].min())
+        penalty = phys.spans_nodes_penalty(len(gpus)) if len(node_counts) > 1 else 1.0
+        factor = server / (slow * penalty) * gpu_share
+        if factor == 1.0:
+            return base
+        return Rate(work_per_s=base.work_per_s * factor, batch_size=base.batch_size, local_bsz=base.local_bsz,
+                    accum_steps=base.accum_steps, step_time_s=base.step_time_s / factor if factor else 0.0,
+                    sync_time_s=base.sync_time_s, throughput_sps=base.throughput_sps * factor,
+                    efficiency=base.efficiency)
+
+    def isolated_runtime(self, phys: AdaptiveJobPhysics, gpu_type: str, num_gpus: float) -> float:
+        """Run time of an adaptive job alone on ``num_gpus`` GPUs of a type, best node shape and batch.
+
+        Efficiency changes over training; the isolated time integrates goodput over the job's progress in
+        a few segments, which is accurate to well under a percent for the fitted efficiency curves.
+        """
+        whole = max(1, int(math.floor(num_gpus)))
+        key = (phys.spec.model, gpu_type, whole, phys.spec.adaptivity, phys.spec.batch_size, phys.spec.num_gpus)
+        if key in self._iso_cache:
+            t = self._iso_cache[key]
+        else:
+            if phys.spec.adaptivity is Adaptivity.RIGID:
+                shapes_k = [phys.spec.num_gpus]
+            else:
+                shapes_k = [k for k in range(1, whole + 1) if phys.spec.allows_gpu_count(k)] or [phys.spec.lower_gpus]
+            per_node = max((n.num_gpus for n in self.cluster.nodes if n.gpu_type == gpu_type), default=1)
+            segments = np.linspace(0.0, phys.total_work, 9)
+            t = 0.0
+            for lo, hi in zip(segments[:-1], segments[1:], strict=True):
+                mid = 0.5 * (lo + hi)
+                best = 0.0
+                for k in shapes_k:
+                    counts = _packed_counts(k, per_node)
+                    best = max(best, phys.base_rate(mid, gpu_type, counts, None).work_per_s)
+                t += math.inf if best <= 0 else (hi - lo) / best
+            self._iso_cache[key] = t
+        if phys.spec.adaptivity is Adaptivity.RIGID and num_gpus < phys.spec.num_gpus:
+            return t * phys.spec.num_gpus / max(num_gpus, 1e-9)
+        if num_gpus < 1:
+            return t / max(num_gpus, 1e-9)
+        return t
+
+
+def _packed_counts(k: int, per_node: int) -> tuple[int, ...]:
+    full, rest = divmod(k, per_node)
+    return tuple([per_node] * full + ([rest] if rest else []))

@@ -1,0 +1,122 @@
+"""The engine on hand-made clusters and traces, where the right answer can be worked out by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlsched.core import Adaptivity, InputError, JobSpec
+from dlsched.policies import build_scheduler
+from dlsched.sim.engine import Engine, SimConfig
+from dlsched.world.base import World, WorldConfig
+from testkit import duration_job, small_cluster
+
+
+def run(cluster, specs, policy="fifo", round_s=60.0, world_cfg=None, **kw):
+    world = World(cluster, world_cfg or WorldConfig(), seed=0)
+    sched = build_scheduler(policy, **kw)
+    return Engine(cluster, specs, sched, world, SimConfig(round_s=round_s)).run()
+
+
+def test_single_job_finishes_at_exact_time_inside_a_round():
+    cluster = small_cluster((("v100", 1, 4),))
+    res = run(cluster, [duration_job("a", 0.0, 2, 1000.0)])
+    (rec,) = res.jobs
+    assert rec.start_s == 0.0
+    assert rec.finish_s == pytest.approx(1000.0)  # not rounded up to the 1020 s round boundary
+    assert rec.gpu_s == pytest.approx(2000.0)
+    assert rec.wait_s == pytest.approx(0.0)
+
+
+def test_arrival_waits_until_next_round_and_wait_counts_from_submit():
+    cluster = small_cluster((("v100", 1, 4),))
+    res = run(cluster, [duration_job("a", 30.0, 1, 100.0)])
+    (rec,) = res.jobs
+    assert rec.start_s == 60.0
+    assert rec.wait_s == pytest.approx(30.0)
+    assert rec.jct_s == pytest.approx(130.0)
+
+
+def test_fifo_queues_jobs_that_do_not_fit_and_gangs_stay_whole():
+    cluster = small_cluster((("v100", 1, 4),))
+    specs = [duration_job("a", 0.0, 3, 600.0), duration_job("b", 0.0, 2, 600.0)]
+    res = run(cluster, specs)
+    by = {r.job_id: r for r in res.jobs}
+    assert by["a"].finish_s == pytest.approx(600.0)
+    assert by["b"].start_s == pytest.approx(600.0)  # b needs 2, only 1 free until a finishes
+    assert by["b"].finish_s == pytest.approx(1200.0)
+    assert res.rounds[0].fragments == 1  # one GPU idle while b waits
+
+
+def test_las_preempts_the_job_with_more_service_and_counts_restarts():
+    cluster = small_cluster((("v100", 1, 1),))
+    specs = [duration_job("long", 0.0, 1, 3000.0), duration_job("short", 100.0, 1, 60.0)]
+    res = run(cluster, specs, policy="las")
+    by = {r.job_id: r for r in res.jobs}
+    assert by["short"].finish_s == pytest.approx(180.0)  # admitted at 120, runs 60 s
+    assert by["long"].restarts == 1
+    assert by["long"].finish_s == pytest.approx(3060.0)
+
+
+def test_locality_penalty_slows_jobs_spanning_nodes():
+    cluster = small_cluster((("v100", 2, 2),))
+    spec = [duration_job("a", 0.0, 4, 1000.0)]
+    res = run(cluster, spec, world_cfg=WorldConfig(locality_penalty=2.0))
+    assert res.jobs[0].finish_s == pytest.approx(2000.0)
+
+
+def test_job_bigger_than_cluster_is_rejected_with_its_origin():
+    cluster = small_cluster((("v100", 1, 4),))
+    spec = JobSpec(job_id="x", submit_time_s=0, model="philly", num_gpus=8, duration_s=10.0, origin="t.csv:7")
+    with pytest.raises(InputError, match=r"t.csv:7.*needs 8 GPUs"):
+        run(cluster, [spec])
+
+
+def test_adaptive_job_under_rigid_policy_must_fit_its_request():
+    cluster = small_cluster((("t4", 1, 4),))
+    spec = JobSpec(job_id="c", submit_time_s=0, model="cifar10", num_gpus=8, batch_size=512,
+                   adaptivity=Adaptivity.ADAPTIVE)
+    with pytest.raises(InputError, match="under a rigid policy"):
+        run(cluster, [spec])
+
+
+def test_unknown_model_without_duration_is_rejected():
+    cluster = small_cluster()
+    spec = JobSpec(job_id="c", submit_time_s=0, model="alexnet", num_gpus=1, adaptivity=Adaptivity.ADAPTIVE)
+    with pytest.raises(InputError, match="unknown model 'alexnet'"):
+        run(cluster, [spec])
+
+
+def test_adaptive_job_completes_and_reports_observations():
+    cluster = small_cluster((("t4", 1, 4),))
+    spec = JobSpec(job_id="c", submit_time_s=0, model="cifar10", num_gpus=2, batch_size=256,
+                   adaptivity=Adaptivity.ADAPTIVE)
+    seen = []
+
+    class Spy:
+        name, allows_packing, rigid = "spy", False, True
+
+        def __init__(self):
+            self.inner = build_scheduler("fifo")
+
+        def schedule(self, view):
+            seen.extend(o for j in view.jobs for o in j.throughput_obs)
+            return self.inner.schedule(view)
+
+    world = World(cluster, seed=0)
+    res = Engine(cluster, [spec], Spy(), world, SimConfig()).run()
+    rec = res.jobs[0]
+    assert rec.finish_s is not None and rec.finish_s > 60
+    assert seen and all(o.num_gpus == 2 and o.gpu_type == "t4" and o.step_time_s > 0 for o in seen)
+    assert rec.ftf is not None and rec.ftf > 0
+
+
+def test_restart_delay_is_paid_on_every_placement_change():
+    cluster = small_cluster((("t4", 1, 4),))
+    spec = JobSpec(job_id="c", submit_time_s=0, model="cifar10", num_gpus=1, batch_size=128,
+                   adaptivity=Adaptivity.ADAPTIVE)
+    world = World(cluster, seed=0)
+    delay = world.physics(spec).restart_delay_s
+    assert delay > 0
+    res = Engine(cluster, [spec], build_scheduler("fifo"), world, SimConfig()).run()
+    rec = res.jobs[0]
+    assert rec.restart_gpu_s == pytest.approx(delay)

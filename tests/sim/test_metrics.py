@@ -1,0 +1,171 @@
+"""Metrics on hand-made records: every expected number below is worked out by hand in the comments."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from dlsched.sim.metrics import (
+    JOB_COLUMNS,
+    ROUND_COLUMNS,
+    SUMMARY_KEYS,
+    ContentionProfile,
+    average_contention,
+    average_summaries,
+    finish_time_fairness,
+    jobs_frame,
+    rounds_frame,
+    summarize,
+)
+from dlsched.sim.records import JobRecord, RoundRecord
+
+
+def job(job_id: str, submit: float, start: float | None, finish: float | None, *, gpu_s: float,
+        restarts: int = 0, ftf: float | None = None, lr: float | None = None,
+        deadline: float | None = None, by_type: dict[str, float] | None = None) -> JobRecord:
+    return JobRecord(
+        job_id=job_id, model="resnet", user="u", adaptivity="rigid", requested_gpus=2, submit_s=submit,
+        start_s=start, finish_s=finish, wait_s=(start if start is not None else 1000.0) - submit, gpu_s=gpu_s,
+        restarts=restarts, restart_gpu_s=10.0 * restarts, deadline_s=deadline, ideal_runtime_s=100.0,
+        ftf=ftf, latency_ratio=lr, gpu_s_by_type=by_type or {},
+    )
+
+
+def rnd(i: int, t: float, alloc: int, active: int, fragments: int, policy: float,
+        by_type: dict[str, int] | None = None) -> RoundRecord:
+    return RoundRecord(round=i, time_s=t, allocated_gpus=alloc, idle_gpus=4 - alloc, fragments=fragments,
+                       queue_len=max(active - 1, 0), running_jobs=1, active_jobs=active, policy_s=policy,
+                       restarts=0, gpus_by_type=by_type or {})
+
+
+# A: jct 110, wait 10;  B: jct 200, wait 0;  C: jct 350, wait 50.  GPU-seconds 400 + 200 + 600 = 1200.
+JOBS = [
+    job("A", 0.0, 10.0, 110.0, gpu_s=400.0, restarts=1, ftf=0.8, lr=1.1, by_type={"a100": 400.0}),
+    job("B", 20.0, 20.0, 220.0, gpu_s=200.0, restarts=0, ftf=1.5, lr=2.0, by_type={"t4": 200.0}),
+    job("C", 50.0, 100.0, 400.0, gpu_s=600.0, restarts=2, ftf=1.0, lr=1.0,
+        by_type={"a100": 100.0, "t4": 500.0}),
+]
+ROUNDS = [
+    rnd(0, 0.0, 4, 1, 0, 0.1, {"a100": 4}),
+    rnd(1, 100.0, 4, 3, 2, 0.2, {"a100": 2, "t4": 2}),
+    rnd(2, 200.0, 2, 2, 1, 0.3, {"t4": 2}),
+    rnd(3, 300.0, 1, 1, 1, 0.4, {"t4": 1}),
+]
+
+
+def test_summary_keys_order_and_hand_computed_values() -> None:
+    s = summarize(JOBS, ROUNDS, num_gpus=4, sim_wall_s=1.5)
+    assert tuple(s) == SUMMARY_KEYS
+    assert s["jobs"] == 3 and s["completed"] == 3
+    assert s["avg_jct_s"] == pytest.approx(220.0)            # (110 + 200 + 350) / 3
+    assert s["p50_jct_s"] == pytest.approx(200.0)
+    assert s["p99_jct_s"] == pytest.approx(347.0)            # 200 + 0.98 * (350 - 200)
+    assert s["makespan_s"] == pytest.approx(400.0)           # last finish 400 - first submit 0
+    assert s["avg_wait_s"] == pytest.approx(20.0)            # (10 + 0 + 50) / 3
+    assert s["gpu_hours_per_job"] == pytest.approx(1200 / 3600 / 3)
+    assert s["utilization"] == pytest.approx(0.75)           # 1200 / (4 GPUs * 400 s)
+    assert s["restarts_per_job"] == pytest.approx(1.0)
+    assert s["ftf_max"] == pytest.approx(1.5)
+    assert s["ftf_unfair_frac"] == pytest.approx(1 / 3)      # only B; rho == 1 is fair
+    assert s["latency_ratio_max"] == pytest.approx(2.0)
+    assert s["latency_ratio_avg"] == pytest.approx(4.1 / 3)
+    assert s["fragments_per_round"] == pytest.approx(1.0)    # (0 + 2 + 1 + 1) / 4
+    assert s["deadline_met_frac"] is None                    # no deadlines: null, not 1.0
+    assert s["policy_time_median_s"] == pytest.approx(0.25)
+    assert s["policy_time_p99_s"] == pytest.approx(0.397)    # 0.3 + 0.97 * 0.1
+    assert s["sim_wall_s"] == 1.5
+
+
+def test_summary_is_plain_json() -> None:
+    s = summarize(JOBS, ROUNDS, num_gpus=4, sim_wall_s=np.float64(2.0))
+    for k, v in s.items():
+        assert v is None or type(v) in (int, float), (k, type(v))
+    assert json.loads(json.dumps(s)) == s
+
+
+def test_deadline_fraction_with_deadlines() -> None:
+    jobs = [
+        job("A", 0.0, 10.0, 110.0, gpu_s=1.0, deadline=110.0),   # met exactly at the deadline
+        job("B", 20.0, 20.0, 220.0, gpu_s=1.0, deadline=200.0),  # missed
+        job("C", 50.0, 100.0, 400.0, gpu_s=1.0),                 # no deadline: not counted
+        job("D", 60.0, None, None, gpu_s=0.0, deadline=1e9),    # never finished: missed
+    ]
+    assert summarize(jobs, ROUNDS, num_gpus=4, sim_wall_s=0.0)["deadline_met_frac"] == pytest.approx(1 / 3)
+
+
+def test_partial_run_uses_rounds_for_utilization() -> None:
+    jobs = [*JOBS, job("D", 60.0, 300.0, None, gpu_s=5000.0, ftf=9.0)]
+    s = summarize(jobs, ROUNDS, num_gpus=4, sim_wall_s=0.0)
+    assert s["jobs"] == 4 and s["completed"] == 3
+    assert s["makespan_s"] == pytest.approx(400.0)
+    # Rounds at 0/100/200/300 hold 4/4/2/1 GPUs for 100 s each (last one: median gap) -> 1100 GPU-s.
+    assert s["utilization"] == pytest.approx(1100 / 1600)
+    assert s["ftf_max"] == pytest.approx(1.5)                # unfinished D's ftf is ignored
+    assert s["avg_wait_s"] == pytest.approx((10 + 0 + 50 + 240) / 4)
+
+
+def test_no_completed_jobs_gives_nulls() -> None:
+    s = summarize([job("D", 0.0, None, None, gpu_s=0.0)], [], num_gpus=4, sim_wall_s=0.0)
+    for k in ("avg_jct_s", "p50_jct_s", "p99_jct_s", "makespan_s", "utilization", "ftf_max",
+              "ftf_unfair_frac", "fragments_per_round", "policy_time_median_s", "policy_time_p99_s"):
+        assert s[k] is None, k
+    assert s["completed"] == 0 and s["jobs"] == 1
+    empty = summarize([], [], num_gpus=4, sim_wall_s=0.0)
+    assert tuple(empty) == SUMMARY_KEYS and empty["jobs"] == 0
+
+
+def test_ftf_single_type_is_shared_over_isolated() -> None:
+    assert finish_time_fairness(300.0, {"a100": 200.0}, {"a100": 8}) == pytest.approx(1.5)
+
+
+def test_ftf_is_gpu_weighted_mean_across_types() -> None:
+    # weights 4/16 and 12/16; ratios 300/100 = 3 and 300/400 = 0.75
+    rho = finish_time_fairness(300.0, {"a100": 100.0, "t4": 400.0}, {"a100": 4, "t4": 12})
+    assert rho == pytest.approx(0.25 * 3 + 0.75 * 0.75)
+
+
+def test_ftf_drops_infeasible_types_and_renormalises() -> None:
+    assert finish_time_fairness(300.0, {"a100": 100.0, "t4": math.inf}, {"a100": 4, "t4": 12}) == \
+        pytest.approx(3.0)
+    with pytest.raises(ValueError):
+        finish_time_fairness(300.0, {"t4": math.inf}, {"t4": 12})
+
+
+def test_average_contention_is_time_weighted() -> None:
+    # [50, 250]: 50 s at 1, 100 s at 3, 50 s at 2 -> 450 / 200
+    assert average_contention(ROUNDS, 50.0, 250.0) == pytest.approx(2.25)
+    assert average_contention(ROUNDS, 0.0, 400.0) == pytest.approx((100 + 300 + 200 + 100) / 400)
+    assert average_contention(ROUNDS, 150.0, 150.0) == pytest.approx(3.0)   # empty interval: value there
+    profile = ContentionProfile.from_rounds(ROUNDS)
+    vec = profile.average(np.array([50.0, 0.0]), np.array([250.0, 400.0]))
+    assert np.allclose(vec, [2.25, 1.75])
+
+
+def test_average_contention_is_at_least_one() -> None:
+    idle = [rnd(0, 0.0, 0, 0, 0, 0.0), rnd(1, 10.0, 0, 0, 0, 0.0)]
+    assert average_contention(idle, 0.0, 20.0) == 1.0
+    assert average_contention([], 0.0, 20.0) == 1.0
+
+
+def test_frames_have_expected_columns() -> None:
+    jf = jobs_frame(JOBS)
+    assert list(jf.columns) == [*JOB_COLUMNS, "gpu_s_a100", "gpu_s_t4"]
+    assert jf.loc[jf.job_id == "B", "gpu_s_a100"].item() == 0.0
+    assert jf["jct_s"].tolist() == [110.0, 200.0, 350.0]
+    rf = rounds_frame(ROUNDS)
+    assert list(rf.columns) == [*ROUND_COLUMNS, "gpus_a100", "gpus_t4"]
+    assert rf["gpus_t4"].tolist() == [0, 2, 2, 1]
+    assert list(jobs_frame([]).columns) == list(JOB_COLUMNS)
+    assert len(rounds_frame([])) == 0
+
+
+def test_average_summaries() -> None:
+    a = {"policy": "sia", "jobs": 10, "avg_jct_s": 100.0, "deadline_met_frac": None, "ftf_max": None}
+    b = {"policy": "sia", "jobs": 20, "avg_jct_s": 300.0, "deadline_met_frac": None, "ftf_max": 2.0}
+    out = average_summaries([a, b])
+    assert out == {"policy": "sia", "jobs": 15.0, "avg_jct_s": 200.0, "deadline_met_frac": None,
+                   "ftf_max": 2.0}
+    assert average_summaries([]) == {}
