@@ -34,7 +34,8 @@ class Format(StrEnum):
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    # plain write: one line whatever the terminal width, so scripts can grep it
+    sys.stderr.write(f"error: {' '.join(message.split())}\n")
     return typer.Exit(code)
 
 
@@ -302,6 +303,8 @@ def _mount_subapps() -> None:
     from dlsched.traces.cli import app as trace_app
 
     app.add_typer(trace_app, name="trace", help="Validate, summarise and convert traces.")
+    from dlsched.estimators.variability_cli import app as variability_app
+    app.add_typer(variability_app, name="variability", help="Show and fit PAL's per-GPU PM-score bins.")
 
 
 _mount_subapps()

@@ -120,3 +120,10 @@ def test_restart_delay_is_paid_on_every_placement_change():
     res = Engine(cluster, [spec], build_scheduler("fifo"), world, SimConfig()).run()
     rec = res.jobs[0]
     assert rec.restart_gpu_s == pytest.approx(delay)
+
+
+def test_arrival_just_past_a_round_boundary_in_floating_point_is_admitted():
+    # ceil(x / r) * r can land just below x; the engine must still reach the arrival
+    cluster = small_cluster((("v100", 1, 1),))
+    res = run(cluster, [duration_job("a", 360.00000000000006, 1, 100.0)], round_s=120.0)
+    assert res.jobs[0].start_s == pytest.approx(480.0)

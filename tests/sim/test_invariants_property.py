@@ -66,7 +66,7 @@ def simulate(cluster, specs, policy, seed):
     return res, rec.log
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), policy=st.sampled_from(POLICIES), seed=st.integers(0, 3))
 def test_invariants_hold_every_round(data, policy, seed):
     cluster = data.draw(clusters())
@@ -97,7 +97,7 @@ def test_invariants_hold_every_round(data, policy, seed):
     assert sum(r.gpu_s for r in res.jobs) <= cluster.num_gpus * res.end_time_s + 1e-6
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), policy=st.sampled_from(POLICIES), seed=st.integers(0, 3))
 def test_same_seed_same_result(data, policy, seed):
     cluster = data.draw(clusters())

@@ -26,6 +26,10 @@ class Decision:
     """Per job an allocation; jobs not named get no GPUs this round (they wait or are preempted)."""
 
     allocations: dict[str, Allocation] = field(default_factory=dict)
+    #: Jobs to profile this round, on the given GPUs (one minimum-sized configuration per GPU type, as
+    #: Sia profiles new jobs). The GPUs are held for the profiling time, charged to the job, and the
+    #: job reports one throughput observation per (GPU type, local batch size) when profiling ends.
+    profiles: dict[str, Placement] = field(default_factory=dict)
     #: Free-form numbers the policy wants recorded for the round (solver status, objective, ...).
     info: dict[str, float] = field(default_factory=dict)
 

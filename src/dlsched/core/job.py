@@ -80,6 +80,7 @@ class JobSpec:
 class JobStatus(enum.StrEnum):
     PENDING = "pending"      # submitted, not yet admitted (arrival lies in the future)
     QUEUED = "queued"        # active, holding no GPUs
+    PROFILING = "profiling"  # being profiled on one small configuration per GPU type
     RESTARTING = "restarting"  # holding GPUs, paying checkpoint-restore delay
     RUNNING = "running"
     COMPLETED = "completed"
@@ -106,6 +107,9 @@ class Job:
     #: GPU-seconds spent in checkpoint-restore (charged, but no progress).
     restart_gpu_s: float = 0.0
     last_gpu_type: str | None = None
+    #: GPU types the job has been profiled on, and when its profiling ends.
+    profiled_types: tuple[str, ...] = ()
+    profiling_until_s: float = 0.0
     #: GPU-seconds per GPU type, for the allocation timeline and per-type accounting.
     gpu_s_by_type: dict[str, float] = field(default_factory=dict)
 

@@ -62,6 +62,12 @@ class JobView:
     estimated_duration_s: float | None = None
     throughput_obs: list[ThroughputObservation] = field(default_factory=list)
     gradient_obs: list[GradientObservation] = field(default_factory=list)
+    #: GPU types the job was profiled on (empty until profiled), and whether profiling is still running.
+    profiled_types: tuple[str, ...] = ()
+    profiling: bool = False
+    #: Batch-size range the user declared for an adaptive job: (initial batch size, maximum batch size).
+    #: Statistical efficiency is reported relative to the initial batch size. None for other jobs.
+    batch_limits: tuple[int, int] | None = None
 
     @property
     def job_id(self) -> str:

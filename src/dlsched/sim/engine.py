@@ -63,6 +63,7 @@ class _JobState:
     segment_start_s: float = 0.0
     new_tput: list[ThroughputObservation] = field(default_factory=list)
     new_grad: list[GradientObservation] = field(default_factory=list)
+    batch_limits: tuple[int, int] | None = None
 
 
 @dataclass
@@ -115,26 +116,40 @@ class Engine:
         phys = validate_jobs(specs, cluster, world, rigid=self.rigid)
         order = sorted(range(len(specs)), key=lambda i: (specs[i].submit_time_s, specs[i].job_id))
         self.pending = [_JobState(Job(spec=specs[i]), phys[i]) for i in order]
+        self._phys_by_id = {st.job.job_id: st.phys for st in self.pending}
+        for st in self.pending:
+            if isinstance(st.phys, AdaptiveJobPhysics):
+                model = st.job.spec.model
+                st.batch_limits = (world.efficiency.init_batch_size(model), world.efficiency.max_batch_size(model))
         self.active: dict[str, _JobState] = {}
         self.done: list[_JobState] = []
         self.rounds: list[RoundRecord] = []
         self.segments: list[Segment] = []
+        self._grad_cache: dict[tuple, tuple[float, float]] = {}
         self.gpu_scores = world.speeds.measured_profile()
         self.model_class = world.speeds.model_classes()
+
+    def physics_of(self, job_id: str) -> JobPhysics:
+        """The world's physics of a job (for the simulator's oracle adapter only; never for policies)."""
+        return self._phys_by_id[job_id]
 
     # -- view ----------------------------------------------------------------------------------------
     def _view(self, t: float) -> ClusterView:
         views = []
         for st in self.active.values():
             j = st.job
+            if j.status is JobStatus.PROFILING and j.profiling_until_s <= t:
+                j.status = JobStatus.QUEUED
             views.append(JobView(
                 spec=j.spec, status=j.status, placement=j.placement, batch_size=j.batch_size,
                 age_s=t - j.spec.submit_time_s, wait_s=t - j.spec.submit_time_s - j.attained_service_s,
                 attained_gpu_s=j.attained_gpu_s, attained_service_s=j.attained_service_s, restarts=j.restarts,
                 progress_fraction=st.phys.progress_fraction(j.progress), start_time_s=j.start_time_s,
                 estimated_duration_s=st.phys.estimated_duration_s(),
-                throughput_obs=st.new_tput, gradient_obs=st.new_grad))
-            st.new_tput, st.new_grad = [], []
+                throughput_obs=[o for o in st.new_tput if o.time_s <= t], gradient_obs=st.new_grad,
+                profiled_types=j.profiled_types, profiling=j.profiling_until_s > t,
+                batch_limits=st.batch_limits))
+            st.new_tput, st.new_grad = [o for o in st.new_tput if o.time_s > t], []
         return ClusterView(time_s=t, round_s=self.config.round_s, cluster=self.cluster, jobs=views,
                            gpu_scores=self.gpu_scores, model_class=self.model_class)
 
@@ -158,6 +173,8 @@ class Engine:
             if not self.active:
                 nxt = self.pending[next_pending].job.spec.submit_time_s
                 t = math.ceil(nxt / cfg.round_s) * cfg.round_s
+                if t < nxt:  # floating point: the product can land just below the arrival
+                    t += cfg.round_s
                 continue
             view = self._view(t)
             p0 = time.perf_counter()
@@ -165,14 +182,15 @@ class Engine:
             policy_s = time.perf_counter() - p0
             check_decision(decision, self.cluster, {k: s.job.spec for k, s in self.active.items()},
                            allows_packing=self.scheduler.allows_packing, rigid=self.rigid,
-                           policy=self.scheduler.name)
+                           policy=self.scheduler.name,
+                           profiling={k for k, s in self.active.items() if s.job.profiling_until_s > t})
             restarts = self._apply(decision, t)
             t_end = t + cfg.round_s
-            record = self._round_record(round_no, t, policy_s, restarts)
+            record = self._round_record(round_no, t, policy_s, restarts, decision.profiles)
             self._advance(t, t_end)
             self.rounds.append(record)
             round_no += 1
-            if record.running_jobs == 0 and next_pending >= len(self.pending):
+            if record.running_jobs == 0 and not decision.profiles and next_pending >= len(self.pending):
                 idle_rounds += 1
                 if idle_rounds >= cfg.stall_rounds:
                     log.warning("no job could run for %d rounds; stopping with %d jobs unfinished",
@@ -187,7 +205,7 @@ class Engine:
         end_t = t
         for st in list(self.active.values()):
             self._close_segment(st, min(end_t, t))
-        records = self._job_records(end_t)
+        records = self._job_records(end_t, self.pending[next_pending:])
         return SimulationResult(jobs=records, rounds=self.rounds, segments=self.segments,
                                 num_gpus=self.cluster.num_gpus, sim_wall_s=time.perf_counter() - wall0,
                                 end_time_s=end_t)
@@ -222,7 +240,27 @@ class Engine:
                 st.segment_start_s = t
             else:
                 j.status = JobStatus.QUEUED
+        for job_id, placement in decision.profiles.items():
+            self._profile(self.active[job_id], placement, t)
         return restarts
+
+    def _profile(self, st: _JobState, placement: Placement, t: float) -> None:
+        """Run Sia-style profiling: GPUs held and charged for the profiling time, observations reported."""
+        j = st.job
+        duration, obs = self.world.profile(st.phys, placement, t)
+        j.profiling_until_s = t + duration
+        j.status = JobStatus.PROFILING
+        types = sorted({self.cluster.gpu_type_of[g] for g in placement.gpus})
+        j.profiled_types = tuple(sorted(set(j.profiled_types) | set(types)))
+        j.attained_service_s += duration
+        for gtype in types:
+            n = sum(1 for g in placement.gpus if self.cluster.gpu_type_of[g] == gtype)
+            j.attained_gpu_s += n * duration
+            j.gpu_s_by_type[gtype] = j.gpu_s_by_type.get(gtype, 0.0) + n * duration
+            j.restart_gpu_s += n * duration
+            self.segments.append(Segment(job_id=j.job_id, start_s=t, end_s=t + duration, gpu_type=gtype,
+                                         num_gpus=n, restarting_until_s=t + duration))
+        st.new_tput.extend(obs)
 
     def _close_segment(self, st: _JobState, t: float) -> None:
         j = st.job
@@ -234,10 +272,13 @@ class Engine:
 
     # -- advancing time ------------------------------------------------------------------------------
     def _rate(self, st: _JobState) -> Rate:
+        """The job's rate on its allocation; recomputed only when the allocation or efficiency bucket changes."""
         j = st.job
-        adaptive = isinstance(st.phys, AdaptiveJobPhysics)
-        key = (j.placement.gpus, j.batch_size, j.gpu_share)
-        if not adaptive and st.rate is not None and st.rate_key == key:
+        key: tuple = (j.placement.gpus, j.batch_size, j.gpu_share)
+        if isinstance(st.phys, AdaptiveJobPhysics):
+            # statistical efficiency is piecewise constant in progress (one value per measured epoch)
+            key += (self.world.efficiency.progress_bucket(j.spec.model, j.progress),)
+        if st.rate is not None and st.rate_key == key:
             return st.rate
         rate = self.world.rate(st.phys, j.progress, j.placement, j.batch_size, j.gpu_share)
         st.rate, st.rate_key = rate, key
@@ -290,13 +331,25 @@ class Engine:
             local_bsz=int(rate.local_bsz or 0), accum_steps=rate.accum_steps, step_time_s=rate.step_time_s,
             sync_time_s=rate.sync_time_s))
         if isinstance(st.phys, AdaptiveJobPhysics):
-            sqr, var = self.world.efficiency.grad_stats(j.spec.model, j.progress)
+            # the statistics a job measures at the batch it runs (Pollux's formula is exact there)
+            sqr, var = self._grad_stats(j.spec.model, self.world.efficiency.progress_bucket(j.spec.model, j.progress),
+                                        j.progress, rate.batch_size)
             st.new_grad.append(GradientObservation(time_s=t, batch_size=int(rate.batch_size or 0),
                                                    grad_sqr=sqr, grad_var=var))
 
+    def _grad_stats(self, model: str, bucket: int, progress: float, batch: int | None) -> tuple[float, float]:
+        key = (model, bucket, batch)
+        got = self._grad_cache.get(key)
+        if got is None:
+            got = self._grad_cache[key] = self.world.efficiency.grad_stats(model, progress, batch_size=batch)
+        return got
+
     # -- records -------------------------------------------------------------------------------------
-    def _round_record(self, round_no: int, t: float, policy_s: float, restarts: int) -> RoundRecord:
+    def _round_record(self, round_no: int, t: float, policy_s: float, restarts: int,
+                      profiles: dict[str, Placement]) -> RoundRecord:
         used = np.zeros(self.cluster.num_gpus, dtype=bool)
+        for placement in profiles.values():
+            used[list(placement.gpus)] = True
         running = 0
         by_type: dict[str, int] = {tn: 0 for tn in self.cluster.type_names}
         for st in self.active.values():
@@ -313,13 +366,13 @@ class Engine:
                            active_jobs=len(self.active), policy_s=policy_s, restarts=restarts,
                            gpus_by_type=by_type)
 
-    def _job_records(self, end_t: float) -> list[JobRecord]:
+    def _job_records(self, end_t: float, not_arrived: list[_JobState]) -> list[JobRecord]:
         from dlsched.sim.metrics import ContentionProfile, finish_time_fairness
 
         contention = ContentionProfile.from_rounds(self.rounds).average
         gpus_by_type = self.cluster.gpus_per_type
         out: list[JobRecord] = []
-        for st in [*self.done, *self.active.values(), *self.pending]:
+        for st in [*self.done, *self.active.values(), *not_arrived]:
             j, spec = st.job, st.job.spec
             if j.status is JobStatus.PENDING and spec.submit_time_s > end_t:
                 wait = 0.0

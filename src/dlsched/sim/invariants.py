@@ -16,14 +16,28 @@ class PolicyError(RuntimeError):
 
 
 def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSpec], *, allows_packing: bool,
-                   rigid: bool, policy: str) -> None:
-    """Raise :class:`PolicyError` naming the first broken invariant."""
+                   rigid: bool, policy: str, profiling: set[str] | frozenset[str] = frozenset()) -> None:
+    """Raise :class:`PolicyError` naming the first broken invariant.
+
+    ``profiling`` names jobs whose profiling has not finished; they may not be allocated GPUs yet.
+    """
     share = np.zeros(cluster.num_gpus, dtype=float)
     n = cluster.num_gpus
+    for job_id, placement in decision.profiles.items():
+        if job_id not in active:
+            raise PolicyError(f"{policy}: asked to profile '{job_id}', which is not an active job")
+        if job_id in decision.allocations and decision.allocations[job_id].placement:
+            raise PolicyError(f"{policy}: job '{job_id}' is both profiled and allocated in one round")
+        gpus = placement.gpus
+        if not gpus or len(set(gpus)) != len(gpus) or gpus[0] < 0 or gpus[-1] >= n:
+            raise PolicyError(f"{policy}: job '{job_id}' has an invalid profiling GPU list {gpus[:8]}")
+        share[list(gpus)] += 1.0
     for job_id, alloc in decision.allocations.items():
         spec = active.get(job_id)
         if spec is None:
             raise PolicyError(f"{policy}: allocated GPUs to '{job_id}', which is not an active job")
+        if alloc.placement and job_id in profiling:
+            raise PolicyError(f"{policy}: job '{job_id}' was allocated GPUs before its profiling finished")
         gpus = alloc.placement.gpus
         if not gpus:
             continue

@@ -20,11 +20,13 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dlsched.clusters import load_cluster
-from dlsched.core import InputError, JobSpec
+from dlsched.core import Cluster, InputError, JobSpec
 from dlsched.policies import build_scheduler
 from dlsched.policies.registry import parse_value
 from dlsched.sim.engine import Engine, SimConfig, SimulationResult
 from dlsched.sim.metrics import jobs_frame, rounds_frame, summarize
+from dlsched.sim.tuned_jobs import split_suffix as split_tuned
+from dlsched.sim.tuned_jobs import tuned_jobs
 from dlsched.traces import resolve_trace
 from dlsched.world.base import World, WorldConfig
 
@@ -85,14 +87,21 @@ def split_settings(settings: dict[str, str]) -> tuple[WorldConfig, dict[str, Any
     return WorldConfig(**world_kwargs), engine_kwargs, policy
 
 
-def load_jobs(trace: str, jobs: int | None) -> tuple[list[JobSpec], str]:
-    specs, name = resolve_trace(trace)
+def load_jobs(trace: str, jobs: int | None, cluster: Cluster | None = None,
+              seed: int = 0) -> tuple[list[JobSpec], str]:
+    """The trace's jobs; a trailing ``@tuned`` applies TunedJobs for ``cluster`` (sim/tuned_jobs.py)."""
+    base, tuned = split_tuned(trace)
+    specs, name = resolve_trace(base)
     if jobs is not None:
         if jobs < 1:
             raise InputError(f"--jobs must be at least 1, got {jobs}", field="jobs")
         specs = specs[:jobs]
     if not specs:
         raise InputError("the trace holds no jobs", source=name)
+    if tuned:
+        if cluster is None:
+            raise InputError(f"trace '{trace}': @tuned needs a cluster", field="trace")
+        specs, name = tuned_jobs(specs, cluster, seed=seed), f"{name}@tuned"
     return specs, name
 
 
@@ -102,13 +111,19 @@ def prepare(config: RunConfig,
     if config.round_s <= 0:
         raise InputError(f"round length must be positive, got {config.round_s}", field="round_s")
     cluster = load_cluster(config.cluster)
-    specs, trace_name = load_jobs(config.trace, config.jobs)
+    specs, trace_name = load_jobs(config.trace, config.jobs, cluster, config.seed)
     world_cfg, engine_kwargs, policy_settings = split_settings(config.settings)
     scheduler = build_scheduler(config.policy, ordering=config.ordering, placement=config.placement,
                                 settings=policy_settings, seed=config.seed)
     world = World(cluster, world_cfg, seed=config.seed)
     sim_cfg = SimConfig(round_s=config.round_s, seed=config.seed, **engine_kwargs)
-    return Engine(cluster, specs, scheduler, world, sim_cfg, on_progress=on_progress), trace_name
+    engine = Engine(cluster, specs, scheduler, world, sim_cfg, on_progress=on_progress)
+    if getattr(scheduler, "wants_oracle", False):
+        # comparison runs only: the policy's estimator answers from the world's truth (Sia's "oracle")
+        from dlsched.sim.oracle import OracleGoodput
+
+        scheduler.attach_oracle(OracleGoodput(world, engine.physics_of))
+    return engine, trace_name
 
 
 def run(config: RunConfig, on_progress: Callable[[float, int, int], None] | None = None) -> RunOutput:

@@ -25,9 +25,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from dlsched.world.efficiency import EfficiencyModel
 
-from dlsched.core import Adaptivity, Cluster, InputError, JobSpec, Placement
+from dlsched.core import Adaptivity, Cluster, InputError, JobSpec, Placement, ThroughputObservation
+from dlsched.world.efficiency import EfficiencyModel
 from dlsched.world.rigid import PalConstants
 from dlsched.world.throughput import ThroughputModel
 from dlsched.world.variability import GpuSpeeds
@@ -61,6 +61,9 @@ class WorldConfig:
     restart_delay_scale: float = 1.0
     #: Checkpoint-restore delay for jobs whose model has no measured value (PAL/Philly traces).
     default_restart_delay_s: float = 0.0
+    #: Profiling a new job: local batch sizes tried per GPU type, and steps timed at each.
+    profile_batches: int = 5
+    profile_steps: int = 20
 
 
 class JobPhysics:
@@ -241,6 +244,48 @@ class World:
                     accum_steps=base.accum_steps, step_time_s=base.step_time_s / factor if factor else 0.0,
                     sync_time_s=base.sync_time_s, throughput_sps=base.throughput_sps * factor,
                     efficiency=base.efficiency)
+
+    def profile(self, phys: JobPhysics, placement: Placement, t: float) -> tuple[float, list[ThroughputObservation]]:
+        """Profile a job on each GPU-type group of ``placement`` (Sia's bootstrap profiling).
+
+        Each group runs ``profile_steps`` steps at ``profile_batches`` local batch sizes from the smallest
+        to the largest that fits memory, after a start-up as long as the job's checkpoint-restore delay.
+        Groups run in parallel; the result is the longest group's time and one observation per
+        (type, batch size) measured, timed on the exact GPUs (so per-GPU variability shows).
+        """
+        cluster, cfg = self.cluster, self.config
+        groups: dict[str, list[int]] = {}
+        for g in placement.gpus:
+            groups.setdefault(cluster.gpu_type_of[g], []).append(g)
+        duration = 0.0
+        obs: list[ThroughputObservation] = []
+        for gtype, gpus in groups.items():
+            part = Placement.of(gpus)
+            counts = part.node_counts(cluster)
+            group_t = phys.restart_delay_s
+            slow = self.speeds.slowest(phys.perf_class, part.gpus)
+            server = float(self._node_speed[cluster.gpu_node[list(part.gpus)]].min())
+            factor = server / slow
+            measured: list[tuple[int, float, float]] = []
+            if isinstance(phys, AdaptiveJobPhysics) and self.throughput.supports(phys.spec.model, gtype):
+                tm, model = self.throughput, phys.spec.model
+                replicas = max(1, len(gpus) // tm.stages(model, gtype))
+                lo = max(1, self.efficiency.init_batch_size(model) // replicas)
+                hi = max(lo, tm.max_local_bsz(model, gtype))
+                for b in np.unique(np.round(np.geomspace(lo, hi, max(1, cfg.profile_batches)))).astype(int):
+                    step, sync = tm.step_time(model, gtype, counts, int(b), 1)
+                    measured.append((int(b), step / factor, sync))
+            else:
+                rate = self.rate(phys, 0.0, part, phys.spec.batch_size)
+                if rate.work_per_s > 0:
+                    measured.append((int(phys.spec.batch_size or 0), 1.0 / rate.work_per_s, 0.0))
+            group_t += cfg.profile_steps * sum(step for _, step, _ in measured)
+            for b, step, sync in measured:
+                obs.append(ThroughputObservation(time_s=t + group_t, gpu_type=gtype, num_nodes=len(counts),
+                                                 num_gpus=len(gpus), local_bsz=b, accum_steps=1,
+                                                 step_time_s=step, sync_time_s=sync))
+            duration = max(duration, group_t)
+        return duration, obs
 
     def isolated_runtime(self, phys: AdaptiveJobPhysics, gpu_type: str, num_gpus: float) -> float:
         """Run time of an adaptive job alone on ``num_gpus`` GPUs of a type, best node shape and batch.
