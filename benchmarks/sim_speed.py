@@ -40,7 +40,7 @@ def main() -> None:
     args = ap.parse_args()
     rows = []
     small = load_cluster("sia-hetero-64")
-    rows.append(measure(small, synthetic(rate=20, hours=8, seed=1)))
+    rows.append(measure(small, synthetic(rate=20, hours=8, seed=1, num_jobs=160)))
     if not args.quick:
         big = make_cluster("scale-2048", [("v100", 256, 8)], {"v100": KNOWN_GPU_TYPES["v100"]})
         # 10,000 jobs over ~2.5 days: about 170 jobs/h keeps a 2,048-GPU cluster busy but not swamped

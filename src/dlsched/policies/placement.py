@@ -21,8 +21,7 @@ class FreePool:
     def __init__(self, cluster: Cluster, busy: np.ndarray | None = None) -> None:
         self.cluster = cluster
         self.free_mask = np.ones(cluster.num_gpus, dtype=bool) if busy is None else ~busy
-        self.free_per_node = np.array(
-            [int(self.free_mask[cluster.gpus_of_node(n.node_id)].sum()) for n in cluster.nodes], dtype=np.int64)
+        self.free_per_node = np.bincount(cluster.gpu_node[self.free_mask], minlength=len(cluster.nodes))
         self._type_nodes = {t: np.array(ids, dtype=np.int64) for t, ids in cluster.nodes_of_type.items()}
 
     def free_of_type(self, gtype: str) -> int:

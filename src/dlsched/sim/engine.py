@@ -23,6 +23,7 @@ from dlsched.core import (
     Adaptivity,
     Cluster,
     ClusterView,
+    Configuration,
     GradientObservation,
     InputError,
     Job,
@@ -64,6 +65,8 @@ class _JobState:
     new_tput: list[ThroughputObservation] = field(default_factory=list)
     new_grad: list[GradientObservation] = field(default_factory=list)
     batch_limits: tuple[int, int] | None = None
+    config: Configuration | None = None
+    config_key: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -183,7 +186,9 @@ class Engine:
             check_decision(decision, self.cluster, {k: s.job.spec for k, s in self.active.items()},
                            allows_packing=self.scheduler.allows_packing, rigid=self.rigid,
                            policy=self.scheduler.name,
-                           profiling={k for k, s in self.active.items() if s.job.profiling_until_s > t})
+                           profiling={k for k, s in self.active.items() if s.job.profiling_until_s > t},
+                           current={k: (s.job.placement, s.job.batch_size) for k, s in self.active.items()
+                                    if s.job.placement})
             restarts = self._apply(decision, t)
             t_end = t + cfg.round_s
             record = self._round_record(round_no, t, policy_s, restarts, decision.profiles)
@@ -325,7 +330,9 @@ class Engine:
     def _observe(self, st: _JobState, rate: Rate, t: float) -> None:
         """What the job reports to the scheduler: its step timing and, if adaptive, gradient statistics."""
         j = st.job
-        cfg = j.placement.configuration(self.cluster)
+        if st.config_key != j.placement.gpus:
+            st.config, st.config_key = j.placement.configuration(self.cluster), j.placement.gpus
+        cfg = st.config
         st.new_tput.append(ThroughputObservation(
             time_s=t, gpu_type=cfg.gpu_type, num_nodes=cfg.num_nodes, num_gpus=cfg.num_gpus,
             local_bsz=int(rate.local_bsz or 0), accum_steps=rate.accum_steps, step_time_s=rate.step_time_s,
@@ -356,8 +363,9 @@ class Engine:
             if st.job.placement:
                 running += 1
                 used[list(st.job.placement.gpus)] = True
-        for g in np.nonzero(used)[0]:
-            by_type[self.cluster.gpu_type_of[g]] += 1
+        per_type = np.bincount(self.cluster.gpu_type_index[used], minlength=len(self.cluster.type_names))
+        for i, tn in enumerate(self.cluster.type_names):
+            by_type[tn] = int(per_type[i])
         allocated = int(used.sum())
         idle = self.cluster.num_gpus - allocated
         queue = len(self.active) - running

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dlsched.core import Adaptivity, Cluster, Decision, JobSpec
+from dlsched.core import Adaptivity, Cluster, Decision, JobSpec, Placement
 
 
 class PolicyError(RuntimeError):
@@ -16,11 +16,15 @@ class PolicyError(RuntimeError):
 
 
 def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSpec], *, allows_packing: bool,
-                   rigid: bool, policy: str, profiling: set[str] | frozenset[str] = frozenset()) -> None:
+                   rigid: bool, policy: str, profiling: set[str] | frozenset[str] = frozenset(),
+                   current: dict[str, tuple[Placement, int | None]] | None = None) -> None:
     """Raise :class:`PolicyError` naming the first broken invariant.
 
     ``profiling`` names jobs whose profiling has not finished; they may not be allocated GPUs yet.
+    ``current`` maps running jobs to their placement and batch size: an allocation that keeps both passed
+    every per-job check when it was made, so only its share of the GPUs is counted again.
     """
+    current = current or {}
     share = np.zeros(cluster.num_gpus, dtype=float)
     n = cluster.num_gpus
     for job_id, placement in decision.profiles.items():
@@ -40,6 +44,9 @@ def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSp
             raise PolicyError(f"{policy}: job '{job_id}' was allocated GPUs before its profiling finished")
         gpus = alloc.placement.gpus
         if not gpus:
+            continue
+        if current.get(job_id) == (alloc.placement, alloc.batch_size) and alloc.gpu_share >= 1.0:
+            share[list(gpus)] += 1.0
             continue
         if len(set(gpus)) != len(gpus) or gpus[0] < 0 or gpus[-1] >= n:
             raise PolicyError(f"{policy}: job '{job_id}' got an invalid GPU list {gpus[:8]}")
