@@ -17,7 +17,7 @@ demo: $(STAMP)
 	$(VENV)/bin/dlsched compare
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests scripts benchmarks experiments
+	$(VENV)/bin/ruff check $(wildcard src tests scripts benchmarks experiments)
 
 test: lint
 	$(PY) -m pytest -n 2 --durations=15
