@@ -11,7 +11,6 @@ import logging
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -19,6 +18,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from dlsched.cli_common import Format
+from dlsched.cli_common import fail as _fail
 from dlsched.core import InputError
 from dlsched.sim.invariants import PolicyError
 
@@ -28,15 +29,6 @@ out = Console(soft_wrap=True)
 err = Console(stderr=True)
 
 
-class Format(StrEnum):
-    table = "table"
-    json = "json"
-
-
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    # plain write: one line whatever the terminal width, so scripts can grep it
-    sys.stderr.write(f"error: {' '.join(message.split())}\n")
-    return typer.Exit(code)
 
 
 def _guard(fn):

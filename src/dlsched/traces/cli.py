@@ -9,13 +9,14 @@ exit with status 2, so scripts can tell bad input from crashes.
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from dlsched.cli_common import Format
+from dlsched.cli_common import fail as _fail
 from dlsched.core.errors import InputError
 from dlsched.traces.resolve import resolve_trace
 from dlsched.traces.schema import write_trace
@@ -27,14 +28,7 @@ _TRACE_HELP = ("named trace (sia-philly:N, sia-saturn:N, sia-scale:rate_R:N, pol
                "gavel:VC[:SEED], philly[:N], synthetic:rate=20,hours=8,seed=1, ...) or a trace file")
 
 
-class StatsFormat(StrEnum):
-    table = "table"
-    json = "json"
-
-
-def _fail(exc: Exception) -> typer.Exit:
-    typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(2)
+StatsFormat = Format
 
 
 @app.command()
