@@ -1,0 +1,166 @@
+"""Policy run time per scheduling round at 64, 512 and 2,048 GPUs (thesis section 3.5.7, figure 3.10).
+
+Each measurement simulates a policy on ``sia-hetero-64`` scaled by K (every node group K times larger: 6K t4
+nodes of 4, 3K rtx and 2K a100 nodes of 8) with the Sia ``scale`` workload of matching load
+(``sia-scale:scale_Kx:1``: K times the jobs of a 64-GPU Philly-like trace over the same eight hours; the
+64-GPU case uses ``sia-philly:1``). The engine times every call of the policy; the figures are the median and
+99th percentile over rounds that had at least one active job, after ``--warmup-h`` hours (the cluster fills
+up first) and up to ``--hours`` simulated hours.
+
+Policies are listed in :data:`POLICIES`; a name that is not registered (yet) is skipped with a note on stderr,
+so rows for Pollux and Gavel appear as soon as those policies are registered. A measurement that runs past
+``--max-wall-s`` (a slow policy at 2,048 GPUs) is cut short and reports the rounds simulated so far
+(``"truncated": true``). Policies that report a breakdown in ``Decision.info`` (keys ``<policy>.<part>_s``)
+get ``<part>_median_s`` columns; Sia's ``estimator_s`` is the goodput models' update (the fitting Sia's
+adaptive executors do on the jobs' side), and ``without_estimator_median_s`` the rest of the round.
+
+Prints a human line per measurement on stderr, then one JSON object per line per measurement on stdout
+with keys ``policy``, ``gpus``, ``median_s``, ``p99_s`` (and a few more).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+from dlsched.clusters import load_cluster
+from dlsched.core import Cluster, make_cluster
+from dlsched.policies import SCHEDULERS, build_scheduler
+from dlsched.sim.engine import Engine, SimConfig
+from dlsched.traces import resolve_trace
+from dlsched.world.base import World
+
+#: Policies to time; unregistered names are skipped (add Pollux, Gavel ... here as they land).
+POLICIES = ["sia", "pollux", "gavel"]
+#: Cluster scale factors K (GPUs = 64 K).
+SCALES = [1, 8, 32]
+BASE_CLUSTER = "sia-hetero-64"
+
+
+def scaled_cluster(k: int) -> Cluster:
+    """``sia-hetero-64`` with every node group ``k`` times as many nodes."""
+    base = load_cluster(BASE_CLUSTER)
+    if k == 1:
+        return base
+    groups: list[tuple[str, int, int]] = []
+    for t in base.type_names:
+        sizes: dict[int, int] = {}
+        for n in base.nodes_of_type[t]:
+            sizes[base.nodes[n].num_gpus] = sizes.get(base.nodes[n].num_gpus, 0) + 1
+        groups += [(t, count * k, per) for per, count in sorted(sizes.items())]
+    return make_cluster(f"{BASE_CLUSTER}-x{k}", groups, dict(base.gpu_types), variability=base.variability)
+
+
+def trace_for(k: int, workload: int) -> str:
+    return f"sia-philly:{workload}" if k == 1 else f"sia-scale:scale_{k}x:{workload}"
+
+
+class _WallLimit(Exception):
+    """Raised from the engine's progress callback when a measurement has used its wall-clock budget."""
+
+
+def measure(policy: str, k: int, *, hours: float, warmup_h: float, workload: int,
+            settings: dict[str, str] | None = None, max_wall_s: float | None = None) -> dict:
+    cluster = scaled_cluster(k)
+    trace = trace_for(k, workload)
+    specs, _ = resolve_trace(trace)
+    scheduler = build_scheduler(policy, settings=settings or {})
+    world = World(cluster, seed=0)
+    t0 = time.perf_counter()
+
+    def guard(t: float, done: int, total: int) -> None:
+        if max_wall_s is not None and time.perf_counter() - t0 > max_wall_s:
+            raise _WallLimit
+
+    engine = Engine(cluster, specs, scheduler, world, SimConfig(round_s=60.0, max_time_s=hours * 3600.0),
+                    on_progress=guard)
+    if getattr(scheduler, "wants_oracle", False):
+        from dlsched.sim.oracle import OracleGoodput
+
+        scheduler.attach_oracle(OracleGoodput(world, engine.physics_of))
+    infos: dict[float, dict[str, float]] = {}
+    inner = scheduler.schedule
+
+    def schedule(view):  # keep each round's Decision.info (Sia reports its own breakdown there)
+        d = inner(view)
+        infos[view.time_s] = dict(d.info)
+        return d
+
+    scheduler.schedule = schedule
+    truncated = False
+    try:
+        engine.run()
+    except _WallLimit:  # a slow policy: measure the rounds simulated within the budget
+        truncated = True
+    wall = time.perf_counter() - t0
+    rounds = engine.rounds
+    end_s = rounds[-1].time_s + 60.0 if rounds else 0.0
+    start = warmup_h * 3600.0 if any(r.time_s >= warmup_h * 3600.0 for r in rounds) else 0.0
+    rows = [r for r in rounds if r.active_jobs > 0 and r.time_s >= start] or [r for r in rounds if r.active_jobs > 0]
+    if not rows:
+        return {"bench": "policy_time", "policy": policy, "gpus": cluster.num_gpus, "trace": trace, "rounds": 0,
+                "median_s": None, "p99_s": None, "wall_s": round(wall, 1), "truncated": truncated}
+    times = np.array([r.policy_s for r in rows], dtype=float)
+    active = np.array([r.active_jobs for r in rows], dtype=float)
+    out = {"bench": "policy_time", "policy": policy, "gpus": cluster.num_gpus, "trace": trace,
+           "rounds": int(len(times)), "median_s": round(float(np.median(times)), 5),
+           "p99_s": round(float(np.percentile(times, 99)), 5), "mean_s": round(float(times.mean()), 5),
+           "max_s": round(float(times.max()), 5), "active_jobs_median": float(np.median(active)),
+           "active_jobs_max": int(active.max()), "sim_hours": round(end_s / 3600.0, 2),
+           "wall_s": round(wall, 1), "truncated": truncated}
+    # the policy's own breakdown, when it reports one: e.g. Sia's estimator update (model fitting, which Sia's
+    # adaptive executors do on the jobs' side) versus building and solving the optimisation problem
+    parts = [infos[r.time_s] for r in rows if r.time_s in infos]
+    prefix = f"{policy}."
+    keys = sorted({k for d in parts for k in d if k.startswith(prefix) and k.endswith("_s")})
+    for k in keys:
+        vals = np.array([d.get(k, 0.0) for d in parts], dtype=float)
+        out[f"{k[len(prefix):-2]}_median_s"] = round(float(np.median(vals)), 5)
+    if parts and f"{prefix}estimator_s" in keys:
+        rest = np.array([r.policy_s - infos[r.time_s].get(f"{prefix}estimator_s", 0.0) for r in rows
+                         if r.time_s in infos], dtype=float)
+        out["without_estimator_median_s"] = round(float(np.median(rest)), 5)
+        out["without_estimator_p99_s"] = round(float(np.percentile(rest, 99)), 5)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--policies", default=",".join(POLICIES), help="comma-separated policy names")
+    ap.add_argument("--scales", default=",".join(map(str, SCALES)), help="cluster scale factors K (64 K GPUs)")
+    ap.add_argument("--hours", type=float, default=3.0, help="simulated hours per measurement")
+    ap.add_argument("--warmup-h", type=float, default=1.0, help="hours before rounds are counted")
+    ap.add_argument("--workload", type=int, default=1, help="workload number of the traces")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="Sia tunable")
+    ap.add_argument("--max-wall-s", type=float, default=900.0,
+                    help="wall-clock budget per measurement; a slower run is cut short and measured so far")
+    args = ap.parse_args(argv)
+    settings = dict(s.split("=", 1) for s in args.set)
+    rows = []
+    for policy in [p.strip() for p in args.policies.split(",") if p.strip()]:
+        if policy not in SCHEDULERS:
+            print(f"policy '{policy}' is not registered; skipped", file=sys.stderr)
+            continue
+        for k in [int(x) for x in args.scales.split(",") if x.strip()]:
+            row = measure(policy, k, hours=args.hours, warmup_h=args.warmup_h, workload=args.workload,
+                          settings=settings if policy == "sia" else None, max_wall_s=args.max_wall_s)
+            if not row["rounds"]:
+                print(f"{policy:>8} {row['gpus']:>5} GPUs: no round with an active job within the budget",
+                      file=sys.stderr)
+                rows.append(row)
+                continue
+            print(f"{row['policy']:>8} {row['gpus']:>5} GPUs: median {row['median_s'] * 1e3:8.1f} ms, "
+                  f"p99 {row['p99_s'] * 1e3:8.1f} ms over {row['rounds']} rounds "
+                  f"(median {row['active_jobs_median']:.0f} active jobs; {row['wall_s']} s wall)",
+                  file=sys.stderr, flush=True)
+            rows.append(row)
+    for r in rows:
+        print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    main()

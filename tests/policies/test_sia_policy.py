@@ -1,0 +1,413 @@
+"""Sia policy: configurations, normalised goodput, restart factor, objective, job kinds, life cycle."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dlsched.core import (
+    Adaptivity,
+    ClusterView,
+    InputError,
+    JobSpec,
+    JobStatus,
+    JobView,
+    Placement,
+)
+from dlsched.policies import build_scheduler
+from dlsched.policies.sia import (
+    SiaParams,
+    SiaScheduler,
+    build_config_set,
+    option_values,
+    restart_factor,
+)
+from dlsched.policies.sia_placer import is_valid_shape
+from testkit import small_cluster
+
+
+class FakeEstimator:
+    """Stand-in goodput estimator: goodput = speed[type] * k**alpha, a little less per extra node.
+
+    Like the bootstrap estimator, it knows nothing of a type a job was not profiled on (goodput 0) unless
+    ``omniscient``.
+    """
+
+    mode = "bootstrap"
+
+    def __init__(self, speed: dict[str, float], alpha: float = 0.9, omniscient: bool = False,
+                 per_job: dict[str, dict[str, float]] | None = None) -> None:
+        self.speed, self.alpha, self.omniscient = speed, alpha, omniscient
+        self.per_job = per_job or {}
+        self.updates = 0
+
+    def update(self, view):
+        self.updates += 1
+
+    def goodput_many(self, job, gpu_type, shapes):
+        shapes = np.asarray(shapes, dtype=float).reshape(-1, 2)
+        if not self.omniscient and gpu_type not in job.profiled_types:
+            return np.zeros(len(shapes))
+        speed = self.per_job.get(job.job_id, self.speed).get(gpu_type, 0.0)
+        n, k = shapes[:, 0], shapes[:, 1]
+        ok = (k >= job.spec.lower_gpus) & (k <= job.spec.upper_gpus) & (k % job.spec.gpu_unit == 0)
+        return np.where(ok, speed * k ** self.alpha * 0.97 ** (n - 1), 0.0)
+
+
+def jv(spec: JobSpec, *, placement=(), profiled=("t4", "a100"), profiling=False, age=600.0, restarts=0,
+       status=None, served=None) -> JobView:
+    pl = Placement.of(placement)
+    if status is None:
+        status = JobStatus.RUNNING if pl else JobStatus.QUEUED
+    return JobView(spec=spec, status=status, placement=pl, batch_size=None, age_s=age, wait_s=0.0,
+                   attained_gpu_s=0.0, attained_service_s=age if served is None else served, restarts=restarts,
+                   progress_fraction=0.1, start_time_s=0.0 if (pl or restarts) else None,
+                   profiled_types=tuple(profiled), profiling=profiling, batch_limits=(64, 4096))
+
+
+def spec(job_id: str, num_gpus: int = 4, *, adaptivity=Adaptivity.ADAPTIVE, min_gpus: int = 1, batch_size=256,
+         gpu_unit: int = 1, model: str = "cifar10", gpu_types=()) -> JobSpec:
+    return JobSpec(job_id=job_id, submit_time_s=0.0, model=model, num_gpus=num_gpus, batch_size=batch_size,
+                   min_gpus=min_gpus, adaptivity=adaptivity, gpu_unit=gpu_unit, gpu_types=tuple(gpu_types))
+
+
+CLUSTER = small_cluster((("t4", 2, 4), ("a100", 1, 8)))  # GPUs 0-7 t4 (two nodes), 8-15 a100
+SPEED = {"t4": 1.0, "a100": 3.0}
+
+
+def sia(estimator=None, **params) -> SiaScheduler:
+    return SiaScheduler(params=SiaParams(**params), estimator=estimator or FakeEstimator(SPEED))
+
+
+def view(jobs, t=3600.0, cluster=CLUSTER) -> ClusterView:
+    return ClusterView(time_s=t, round_s=60.0, cluster=cluster, jobs=list(jobs))
+
+
+def gpu_type(d, job_id, cluster=CLUSTER):
+    return {cluster.gpu_type_of[g] for g in d.allocations[job_id].placement.gpus}.pop()
+
+
+# -- configurations and formulas ------------------------------------------------------------------------
+def test_config_set_of_thesis_example():
+    cluster = small_cluster((("rtx", 1, 2), ("a100", 1, 4)))  # A: 1 node x 2, B: 1 node x 4
+    assert build_config_set(cluster).describe() == [(1, 1, "rtx"), (1, 2, "rtx"), (1, 1, "a100"), (1, 2, "a100"),
+                                                    (1, 4, "a100")]
+
+
+def test_config_set_of_sia_hetero_64():
+    from dlsched.clusters import load_cluster
+
+    cs = build_config_set(load_cluster("sia-hetero-64"))
+    by_type: dict[str, list[tuple[int, int]]] = {}
+    for n, k, t in cs.describe():
+        by_type.setdefault(t, []).append((n, k))
+    assert by_type["t4"] == [(1, 1), (1, 2), (1, 4)] + [(n, 4 * n) for n in range(2, 7)]
+    assert by_type["rtx"] == [(1, 1), (1, 2), (1, 4), (1, 8), (2, 16), (3, 24)]
+    assert by_type["a100"] == [(1, 1), (1, 2), (1, 4), (1, 8), (2, 16)]
+
+
+def test_config_set_non_power_of_two_node():
+    cs = build_config_set(small_cluster((("v100", 3, 6),)))
+    assert cs.describe() == [(1, 1, "v100"), (1, 2, "v100"), (1, 4, "v100"), (1, 6, "v100"), (2, 12, "v100"),
+                             (3, 18, "v100")]
+
+
+def test_restart_factor_eq_3_3():
+    assert restart_factor(age_s=10.0, restarts=0, penalty_s=30.0) == 1.0  # younger than one restart
+    assert restart_factor(1000.0, 2, 50.0) == pytest.approx((1000 - 100) / 1050)
+    assert restart_factor(100.0, 5, 50.0) == 0.0  # clipped
+
+
+def test_option_values_follow_penalty_semantics():
+    G = np.array([1.0, 4.0])
+    r = np.ones(2)
+    lam = np.full(2, 1.1)
+    neg = option_values(G, r, lam, -0.5)
+    assert neg == pytest.approx(1.1 - G ** -0.5)  # minimise G^p + lambda(1-|A|)  ==  maximise lambda - G^p
+    assert neg[1] > neg[0] > 0  # more goodput is better, and any allocation beats none
+    pos = option_values(G, r, lam, 1.0)
+    assert pos == pytest.approx(G + 1.1)
+
+
+# -- life cycle --------------------------------------------------------------------------------------------
+def test_new_job_is_profiled_first_then_starts_small_on_its_best_type():
+    s = sia()
+    new = jv(spec("a"), profiled=(), age=0.0)
+    d = s.schedule(view([new]))
+    assert "a" not in d.allocations
+    prof = d.profiles["a"]
+    assert {CLUSTER.gpu_type_of[g] for g in prof.gpus} == {"t4", "a100"}
+    assert len(prof) == 2  # one GPU of each type
+    # while profiling, nothing happens to it
+    d = s.schedule(view([jv(spec("a"), profiled=("t4", "a100"), profiling=True, status=JobStatus.PROFILING)]))
+    assert not d.allocations and not d.profiles
+    # profiled: starts with exactly one GPU, of the faster type
+    d = s.schedule(view([jv(spec("a"), profiled=("t4", "a100"))]))
+    assert len(d.allocations["a"].placement) == 1
+    assert gpu_type(d, "a") == "a100"
+
+
+def test_oracle_and_none_modes_skip_profiling():
+    for mode in ("oracle", "none"):
+        s = sia(FakeEstimator(SPEED, omniscient=True), profiling=mode)
+        d = s.schedule(view([jv(spec("a"), profiled=(), age=0.0)]))
+        assert not d.profiles
+        assert len(d.allocations["a"].placement) == 1
+    assert sia(profiling="oracle").wants_oracle
+    assert not sia().wants_oracle
+
+
+def test_gpu_count_at_most_doubles_per_round():
+    s = sia()
+    d = s.schedule(view([jv(spec("a", num_gpus=8), placement=[8, 9])]))
+    assert len(d.allocations["a"].placement) == 4
+    d = s.schedule(view([jv(spec("a", num_gpus=8), placement=list(d.allocations["a"].placement.gpus))]))
+    assert len(d.allocations["a"].placement) == 8
+    s2 = sia(max_doubling=False)
+    d = s2.schedule(view([jv(spec("a"), placement=[8])]))
+    assert len(d.allocations["a"].placement) == 8  # alone in the cluster: the whole a100 node
+
+
+def test_minimum_gpu_count_is_respected():
+    s = sia()
+    jobs = [jv(spec(f"j{i}", min_gpus=4)) for i in range(3)]
+    d = s.schedule(view(jobs))
+    assert d.allocations
+    assert all(len(a.placement) >= 4 for a in d.allocations.values())
+    assert sum(len(a.placement) for a in d.allocations.values()) <= 16
+
+
+def test_rigid_job_gets_its_count_and_the_best_type():
+    s = sia()
+    r = spec("r", num_gpus=4, adaptivity=Adaptivity.RIGID, batch_size=512)
+    d = s.schedule(view([jv(r)]))
+    a = d.allocations["r"]
+    assert len(a.placement) == 4 and a.batch_size == 512
+    assert gpu_type(d, "r") == "a100"
+    assert is_valid_shape(CLUSTER, a.placement)
+
+
+def test_strong_scaling_keeps_its_batch_size_and_adaptive_jobs_pick_theirs():
+    s = sia()
+    d = s.schedule(view([jv(spec("s", adaptivity=Adaptivity.STRONG_SCALING, batch_size=1024)), jv(spec("a"))]))
+    assert d.allocations["s"].batch_size == 1024
+    assert d.allocations["a"].batch_size is None
+
+
+def test_hybrid_parallel_jobs_scale_in_units():
+    s = sia()
+    j = spec("g", num_gpus=8, gpu_unit=2, model="gpt_pmp", min_gpus=2)
+    d = s.schedule(view([jv(j, profiled=())]))
+    assert all(len(p) == 2 for p in [Placement.of([g for g in d.profiles["g"].gpus
+                                                   if CLUSTER.gpu_type_of[g] == t]) for t in ("t4", "a100")])
+    d = s.schedule(view([jv(j, placement=[8, 9])]))
+    assert len(d.allocations["g"].placement) == 4
+    for _ in range(3):
+        d = s.schedule(view([jv(j, placement=list(d.allocations["g"].placement.gpus))]))
+        assert len(d.allocations["g"].placement) % 2 == 0
+
+
+def test_heterogeneity_matches_jobs_to_types():
+    # job x gains 3x on a100, job y only 1.1x: with one job per type available, x gets the a100s
+    est = FakeEstimator(SPEED, per_job={"x": {"t4": 1.0, "a100": 3.0}, "y": {"t4": 1.0, "a100": 1.1}})
+    s = sia(est, max_doubling=False)
+    d = s.schedule(view([jv(spec("x", num_gpus=8, min_gpus=8)), jv(spec("y", num_gpus=8, min_gpus=8))]))
+    assert gpu_type(d, "x") == "a100"
+    assert gpu_type(d, "y") == "t4"
+
+
+def test_non_preemptible_and_restarting_jobs_keep_their_gpus():
+    many = [jv(spec(f"n{i}")) for i in range(20)]
+    held = jv(spec("np"), placement=[0])
+    s = sia(non_preemptible=("np",))
+    d = s.schedule(view([held, *many]))
+    assert d.allocations["np"].placement == held.placement
+    restarting = jv(spec("rs"), placement=[1, 2], status=JobStatus.RESTARTING)
+    d = sia().schedule(view([restarting, *many]))
+    assert d.allocations["rs"].placement == restarting.placement
+
+
+def test_restart_factor_keeps_running_jobs_in_place():
+    # a job that restarted often keeps its t4 GPUs although the a100s are free and 3x faster
+    often = jv(spec("a"), placement=[0, 1], restarts=30, age=1000.0)
+    d = sia().schedule(view([often]))
+    assert d.allocations["a"].placement == often.placement
+    d = sia(restart_factor="off").schedule(view([often]))
+    assert gpu_type(d, "a") == "a100"
+
+
+def test_reserved_gpus_are_left_alone():
+    s = sia(reserve=("a100:8",))
+    jobs = [jv(spec(f"j{i}")) for i in range(12)]
+    d = s.schedule(view(jobs))
+    used = {g for a in d.allocations.values() for g in a.placement.gpus}
+    assert used and not used & set(range(8, 16))
+
+
+def test_more_jobs_than_gpus_everyone_waits_fairly_under_tau():
+    cluster = small_cluster((("v100", 1, 2),))
+    est = FakeEstimator({"v100": 1.0}, omniscient=True)
+    s = sia(est, tau=300.0, profiling="none")
+    jobs = [spec(f"j{i}") for i in range(4)]
+    running: dict[str, list[int]] = {}
+    served = dict.fromkeys([j.job_id for j in jobs], 0.0)
+    ran_at: dict[str, list[float]] = {j.job_id: [] for j in jobs}
+    for rnd in range(30):
+        t = 60.0 * rnd
+        views = [jv(j, placement=running.get(j.job_id, ()), age=t + 1, served=served[j.job_id]) for j in jobs]
+        d = s.schedule(view(views, t=t, cluster=cluster))
+        running = {k: list(a.placement.gpus) for k, a in d.allocations.items()}
+        assert sum(len(g) for g in running.values()) <= 2
+        for k in running:
+            served[k] += 60.0
+            ran_at[k].append(t)
+    assert all(ran_at[j.job_id] for j in jobs), "every job gets a turn"
+    without = sia(FakeEstimator({"v100": 1.0}, omniscient=True), profiling="none")
+    running = {}
+    got = set()
+    for rnd in range(30):
+        views = [jv(j, placement=running.get(j.job_id, ())) for j in jobs]
+        d = without.schedule(view(views, t=60.0 * rnd, cluster=cluster))
+        running = {k: list(a.placement.gpus) for k, a in d.allocations.items()}
+        got |= set(running)
+    assert len(got) < 4  # without the time-varying penalty the first jobs keep the GPUs
+
+
+@pytest.mark.parametrize("solver", ["milp", "lp-round", "incremental", "auto"])
+def test_solvers_give_valid_decisions(solver):
+    s = sia(solver=solver)
+    jobs = [jv(spec(f"j{i}", num_gpus=8)) for i in range(6)]
+    for _ in range(3):
+        d = s.schedule(view(jobs))
+        assert sum(len(a.placement) for a in d.allocations.values()) <= 16
+        jobs = [jv(j.spec, placement=list(d.allocations[j.job_id].placement.gpus)
+                   if j.job_id in d.allocations else ()) for j in jobs]
+        assert d.info["sia.jobs"] == 6
+
+
+# -- registry --------------------------------------------------------------------------------------------
+def test_registered_preset_parses_tunables():
+    s = build_scheduler("sia", settings={"p": "-1", "lambda_": "2", "tau": "on", "restart_factor": "off",
+                                         "solver": "milp", "sia.max_doubling": "false",
+                                         "non_preemptible": "a,b", "reserve": "a100:8"})
+    assert isinstance(s, SiaScheduler)
+    assert s.params.p == -1 and s.params.lambda_ == 2 and s.params.tau == 300.0
+    assert s.params.restart_factor == "off" and s.params.max_doubling is False
+    assert s.params.non_preemptible == ("a", "b") and s.params.reserve == ("a100:8",)
+    assert build_scheduler("sia", settings={"tau": "120"}).params.tau == 120.0
+    assert build_scheduler("sia").params.tau is None
+    with pytest.raises(InputError, match="no tunable"):
+        build_scheduler("sia", settings={"bogus": "1"})
+    with pytest.raises(InputError):
+        build_scheduler("sia", settings={"p": "0"})
+    with pytest.raises(InputError):
+        build_scheduler("sia", settings={"profiling": "magic"})
+    with pytest.raises(InputError):
+        build_scheduler("sia", ordering="las")
+
+
+# -- engine property: capacity and gangs hold every round ----------------------------------------------
+@st.composite
+def clusters(draw):
+    types = draw(st.lists(st.sampled_from(["t4", "rtx", "v100", "a100"]), min_size=1, max_size=3, unique=True))
+    return small_cluster(tuple((t, draw(st.integers(1, 3)), draw(st.sampled_from([2, 4, 8]))) for t in types))
+
+
+@st.composite
+def workloads(draw, cluster):
+    biggest = cluster.max_gpus_single_type()
+    specs = []
+    for i in range(draw(st.integers(1, 6))):
+        submit = draw(st.floats(0, 1800, allow_nan=False))
+        kind = draw(st.sampled_from(["adaptive", "strong", "rigid", "duration"]))
+        gpus = draw(st.integers(1, min(8, biggest)))
+        model = draw(st.sampled_from(["cifar10", "ncf", "deepspeech2"]))
+        if kind == "duration":
+            specs.append(JobSpec(job_id=f"j{i}", submit_time_s=submit, model="philly", num_gpus=gpus,
+                                 duration_s=draw(st.floats(60, 1800)), adaptivity=Adaptivity.RIGID))
+        else:
+            adapt = {"adaptive": Adaptivity.ADAPTIVE, "strong": Adaptivity.STRONG_SCALING,
+                     "rigid": Adaptivity.RIGID}[kind]
+            specs.append(JobSpec(job_id=f"j{i}", submit_time_s=submit, model=model, num_gpus=gpus,
+                                 batch_size=256 if model != "ncf" else 4096, adaptivity=adapt,
+                                 min_gpus=draw(st.sampled_from([1, 1, 2]))))
+    return specs
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_sia_decisions_respect_capacity_and_gangs_every_round(data):
+    from dlsched.sim.engine import Engine, SimConfig
+    from dlsched.world.base import World
+
+    cluster = data.draw(clusters())
+    specs = data.draw(workloads(cluster))
+    tau = data.draw(st.sampled_from([None, 300.0]))
+    solver = data.draw(st.sampled_from(["milp", "incremental"]))
+    sched = build_scheduler("sia", settings={"solver": solver, **({"tau": str(tau)} if tau else {})})
+    checked = []
+
+    class Check:
+        name, allows_packing = sched.name, sched.allows_packing
+
+        def schedule(self, v):
+            d = sched.schedule(v)
+            used = np.zeros(cluster.num_gpus, dtype=int)
+            for a in d.allocations.values():
+                used[list(a.placement.gpus)] += 1
+                assert is_valid_shape(cluster, a.placement)
+            for p in d.profiles.values():
+                used[list(p.gpus)] += 1
+            assert used.max(initial=0) <= 1
+            checked.append(len(d.allocations))
+            return d
+
+    engine = Engine(cluster, specs, Check(), World(cluster, seed=0), SimConfig(round_s=60.0, max_time_s=4 * 3600.0))
+    res = engine.run()  # the engine's own invariant checks raise on any broken gang or over-committed GPU
+    assert checked
+    assert any(r.finish_s is not None for r in res.jobs) or math.isfinite(res.end_time_s)
+
+
+def test_normalised_goodput_rows_have_minimum_n_min():
+    s = sia()
+    jobs = [jv(spec("a", min_gpus=2)), jv(spec("b")), jv(spec("r", num_gpus=4, adaptivity=Adaptivity.RIGID))]
+    v = view(jobs)
+    cs = build_config_set(CLUSTER)
+    s._ensure_estimator()
+    opts = s._options(v, cs, jobs, {}, set(), cs.capacity)
+    mins = {opts.jobs[g].job_id: opts.G[opts.job_of == g].min() for g in range(len(opts.jobs))}
+    # queued jobs only keep each type's smallest option; the row minimum over all options is N_min
+    assert mins["a"] == pytest.approx(2.0)
+    assert mins["b"] == pytest.approx(1.0)
+    assert mins["r"] == pytest.approx(4.0)
+
+
+def test_hybrid_parallel_job_in_the_simulator_runs_in_units_of_its_pipeline():
+    from dlsched.clusters import load_cluster
+    from dlsched.sim.engine import Engine, SimConfig
+    from dlsched.world.base import World
+
+    cluster = load_cluster("sia-hetero-64")
+    gpt = JobSpec(job_id="gpt", submit_time_s=0.0, model="gpt_pmp", num_gpus=8, batch_size=48, min_gpus=8,
+                  gpu_unit=8, adaptivity=Adaptivity.ADAPTIVE, gpu_types=("a100", "rtx"))
+    sched = build_scheduler("sia")
+    counts: list[int] = []
+    inner = sched.schedule
+
+    def schedule(v):
+        d = inner(v)
+        if "gpt" in d.profiles:
+            assert {cluster.gpu_type_of[g] for g in d.profiles["gpt"].gpus} == {"a100", "rtx"}
+            assert len(d.profiles["gpt"]) == 16  # one 8-GPU pipeline per type
+        if "gpt" in d.allocations:
+            counts.append(len(d.allocations["gpt"].placement))
+        return d
+
+    sched.schedule = schedule
+    Engine(cluster, [gpt], sched, World(cluster), SimConfig(max_time_s=1800.0)).run()
+    assert counts and all(k % 8 == 0 for k in counts)
+    assert max(counts) == 16  # doubled once from its minimum, up to the two a100 nodes
