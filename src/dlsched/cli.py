@@ -171,7 +171,7 @@ def _run_one(cfg_json: str) -> Any:
 @app.command()
 def compare(
     policies: Annotated[str, typer.Option("--policies", help="Comma-separated scheduler names; a name may "
-                                          "carry a placement as name@placement.")] = "fifo,sjf,las,tiresias,gandiva",
+                                          "carry a placement as name@placement.")] = "fifo,tiresias,gandiva,gavel,sia",
     seeds: Annotated[int, typer.Option("--seeds", help="Runs per policy (seeds 0..N-1), averaged.")] = 1,
     cluster: ClusterOpt = "sia-hetero-64",
     trace: TraceOpt = "synthetic:rate=20,hours=8,seed=1",
