@@ -559,6 +559,11 @@ class BinCache:
         self._maxsize = maxsize
         self._lock = threading.Lock()
 
+    def clear(self) -> None:
+        with self._lock:
+            self._by_digest.clear()
+            self._by_id.clear()
+
     def get(self, scores: np.ndarray, **params) -> PmBins:
         arr = np.asarray(scores, dtype=float)
         pkey = tuple(sorted(params.items()))

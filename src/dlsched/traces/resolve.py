@@ -22,6 +22,8 @@ spec                                       trace
 ``synthetic[:k=v,...]``                    :func:`~dlsched.traces.synthetic.synthetic`; keys ``rate``,
                                            ``hours``, ``seed``, ``adaptivity``, ``kind``, ``jobs``,
                                            ``max_gpus``, ``ncf_share``
+``synergy[:k=v,...]``                      :func:`~dlsched.traces.synergy.synergy` (PAL's Synergy-style
+                                           traces); keys ``rate``, ``jobs``, ``seed``, ``max_gpus``
 anything else                              a trace file in any format :func:`read_trace` detects
 =========================================  ===================================================================
 
@@ -47,10 +49,11 @@ NAMED_TRACES: tuple[str, ...] = (
     "sia-philly:N", "sia-saturn:N", "sia-scale:rate_R:N", "sia-scale:scale_Kx:N", "pollux:N",
     "pollux-0.5:N", "pollux-1.5:N", "pollux-2.0:N", "pollux-realistic:N", "pal-philly:N", "pal-blox:NAME",
     "gavel:VC[:SEED]", "gavel-physical:NAME", "tiresias", "philly[:N]", "synthetic[:key=value,...]",
+    "synergy[:key=value,...]",
 )
 _POLLUX_VARIANTS = ("0.5", "1.5", "2.0", "realistic")
 _FAMILIES = frozenset({"sia-philly", "sia-saturn", "sia-scale", "pollux", "pal-philly", "pal-blox", "gavel",
-                       "gavel-physical", "tiresias", "philly", "synthetic"})
+                       "gavel-physical", "tiresias", "philly", "synthetic", "synergy"})
 _SYNTHETIC_KEYS = ("rate", "hours", "seed", "adaptivity", "kind", "jobs", "max_gpus", "ncf_share")
 _NAME = re.compile(r"^[A-Za-z0-9_.+\-]+$")
 
@@ -217,6 +220,10 @@ def _named(head: str, rest: str, spec: str) -> Callable[[], list[JobSpec]] | Non
         return load
     if head == "synthetic":
         return lambda: _parse_synthetic(rest, spec)
+    if head == "synergy":
+        from dlsched.traces.synergy import parse_synergy
+
+        return lambda: parse_synergy(rest, spec)
     return None
 
 

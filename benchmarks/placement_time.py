@@ -1,0 +1,128 @@
+"""Placement time per scheduling round of PAL and PM-First, at 64 to 27,000 GPUs (PAL, SC'24, figure 18).
+
+Each measurement times the placement stage alone (``place(view, demands)``) over a sequence of rounds. A
+round's queue is a Synergy-style mix of jobs (Philly GPU demands, PAL's models) whose summed demand is
+``load`` times the cluster, ordered FIFO and cut by the rigid-gang allocation, as in a saturated cluster;
+between rounds a random fifth of the jobs finish and new ones arrive. GPU PM-scores are drawn from the
+Longhorn profile (single runs, as PAL's simulator draws them) when the data directory is present and from a
+log-normal spread otherwise. The first round of each policy includes binning the scores (K-Means with the
+silhouette sweep, not cached from an earlier measurement), as PAL's worst case does.
+
+Output: a table on stderr, then one JSON object per line and measurement on stdout with keys
+``placement``, ``gpus``, ``median_s``, ``max_s`` (plus ``rounds``, ``jobs_per_round``, ``first_s``).
+
+    python benchmarks/placement_time.py [--sizes 64,256,1024,27000] [--rounds 20] [--load 1.3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from dlsched.core import (
+    KNOWN_GPU_TYPES,
+    Adaptivity,
+    ClusterView,
+    JobSpec,
+    JobStatus,
+    JobView,
+    Placement,
+    make_cluster,
+)
+from dlsched.estimators.classifier import PAL_MODEL_CLASSES
+from dlsched.estimators.pm_scores import BINS
+from dlsched.policies.allocation import RigidGang
+from dlsched.policies.ordering import Fifo
+from dlsched.policies.pal import PalPlacement, PmFirstPlacement
+
+PAPER = {"pal": {256: (2.8, 4.0)}, "pm-first": {256: (None, 2.0)}}
+
+
+def _scores(n: int, seed: int) -> dict[str, np.ndarray]:
+    from dlsched.datadir import data_dir
+
+    root = data_dir()
+    if root is not None and (root / "pal" / "aggregated_data").is_dir():
+        from dlsched.estimators.pm_scores import sample_runs
+
+        return sample_runs("longhorn", n, seed=seed, data_dir=root).scores
+    rng = np.random.default_rng(seed)
+    spread = {"classA": 0.05, "classB": 0.015, "classC": 0.015, "classD": 0.002}
+    return {c: np.exp(rng.normal(0.0, s, n)) for c, s in spread.items()}
+
+
+def _job(i: int, rng: np.random.Generator, t: float) -> JobView:
+    from dlsched.traces.synergy import TASK_MODELS
+    from dlsched.traces.synthetic import philly_stats
+
+    st = philly_stats()["num_gpus"]
+    p = np.asarray(st["probs"]) / sum(st["probs"])
+    gpus = int(rng.choice(st["values"], p=p))
+    model = TASK_MODELS[int(rng.choice(3, p=[0.3, 0.6, 0.1]))][int(rng.integers(2))]
+    spec = JobSpec(job_id=str(i), submit_time_s=t, model=model, num_gpus=gpus, iterations=1000.0,
+                   adaptivity=Adaptivity.RIGID)
+    return JobView(spec=spec, status=JobStatus.QUEUED, placement=Placement.empty(), batch_size=None, age_s=0.0,
+                   wait_s=0.0, attained_gpu_s=0.0, attained_service_s=0.0, restarts=0, progress_fraction=0.0,
+                   start_time_s=None)
+
+
+def measure(name: str, num_gpus: int, rounds: int, load: float, seed: int) -> dict:
+    cluster = make_cluster(f"bench-{num_gpus}", [("v100", num_gpus // 4, 4)], {"v100": KNOWN_GPU_TYPES["v100"]})
+    scores = _scores(cluster.num_gpus, seed)
+    BINS.clear()  # the first round bins the scores, as a fresh scheduler would
+    placement = PalPlacement(l_across=1.7) if name == "pal" else PmFirstPlacement()
+    ordering, allocation = Fifo(), RigidGang()
+    rng = np.random.default_rng(seed)
+    jobs: list[JobView] = []
+    next_id = 0
+    times: list[float] = []
+    per_round: list[int] = []
+    for r in range(rounds):
+        if jobs:  # a fifth of the queue finishes
+            keep = rng.random(len(jobs)) >= 0.2
+            jobs = [j for j, k in zip(jobs, keep, strict=True) if k]
+        demand = sum(j.spec.num_gpus for j in jobs)
+        while demand < load * cluster.num_gpus:
+            j = _job(next_id, rng, float(r * 360 + next_id * 1e-3))
+            next_id += 1
+            if j.spec.num_gpus <= cluster.num_gpus:
+                jobs.append(j)
+                demand += j.spec.num_gpus
+        view = ClusterView(time_s=r * 360.0, round_s=360.0, cluster=cluster, jobs=jobs, gpu_scores=scores,
+                           model_class=PAL_MODEL_CLASSES)
+        demands = allocation.allocate(view, ordering.order(view, jobs))
+        t0 = time.perf_counter()
+        decision = placement.place(view, demands)
+        times.append(time.perf_counter() - t0)
+        per_round.append(len(decision.allocations))
+    return {"placement": name, "gpus": cluster.num_gpus, "median_s": statistics.median(times), "max_s": max(times),
+            "first_s": times[0], "rounds": rounds, "jobs_per_round": statistics.median(per_round)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="64,256,1024,27000")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--load", type=float, default=1.3, help="queued GPU demand over cluster size")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    rows = []
+    for n in (int(x) for x in args.sizes.split(",")):
+        for name in ("pm-first", "pal"):
+            rows.append(measure(name, n, args.rounds, args.load, args.seed))
+            r = rows[-1]
+            print(f"{name:9s} {r['gpus']:6d} GPUs  median {r['median_s'] * 1e3:9.2f} ms  max {r['max_s'] * 1e3:9.2f} ms"
+                  f"  first {r['first_s'] * 1e3:9.2f} ms  ({r['jobs_per_round']:.0f} jobs placed per round)",
+                  file=sys.stderr, flush=True)
+    for r in rows:
+        print(json.dumps(r))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

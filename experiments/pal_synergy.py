@@ -1,0 +1,165 @@
+"""PAL figures 14-17 and 19: Synergy-style traces on 256 GPUs, load 4 to 14 jobs/hour, FIFO / LAS / SRTF.
+
+    python experiments/pal_synergy.py [--rates 4,6,8,10,12,14] [--orderings fifo,las,srtf] [--jobs 3000]
+                                      [--placements ...] [--seeds 1] [--series-rates 4,8,10]
+
+``pal-256`` (64 nodes x 4 V100, Longhorn variability), ``synergy:rate=R,jobs=N,seed=S`` traces, 360 s
+rounds, a constant locality penalty of 1.7 for every job spanning nodes (the world) and in PAL's L x V matrix.
+Averages cover jobs 2000 to 3000 (by arrival), as the paper's; with ``--jobs`` below 3000 the window is the
+last third of the trace. "LAS" is Tiresias's discretised 2D-LAS ordering (``tiresias-2dlas``), the
+paper's "Tiresias/LAS with two-level priority queuing". Also reported: the multi-GPU jobs of the window
+alone. With ``--series-rates``, the packed-sticky ("Tiresias") and PAL runs at those rates also record GPUs
+in use per round (figure 15) and per-job wait times (figure 19); plots go to ``experiments/results/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import defaultdict
+
+import numpy as np
+from pal_common import PAPER_NAMES, PLACEMENTS, RESULTS, run_all, stderr_progress, table, write_json
+
+ORDERING = {"fifo": "fifo", "las": "tiresias-2dlas", "srtf": "srtf"}
+#: Paper (section V-C): PAL's average-JCT improvement over Tiresias.
+PAPER = {"fifo": "4% (4 jobs/h) to 9% (12 jobs/h), then ~8%; multi-GPU jobs 5% to 31%, 22% above 12 jobs/h",
+         "las": "up to 15%", "srtf": "up to 10%"}
+
+
+def window(jobs: int) -> list[int]:
+    return [2000, 3000] if jobs >= 3000 else [2 * jobs // 3, jobs]
+
+
+def specs(args) -> list[dict]:
+    out = []
+    series = {float(r) for r in args.series_rates.split(",") if r.strip()}
+    for seed in range(1, args.seeds + 1):
+        for o in args.orderings.split(","):
+            for rate in (float(r) for r in args.rates.split(",")):
+                for p in args.placements.split(","):
+                    settings = {"locality_penalty": f"{args.penalty:g}"}
+                    if p == "pal":
+                        settings["l_across"] = f"{args.penalty:g}"
+                    out.append(dict(cluster="pal-256", trace=f"synergy:rate={rate:g},jobs={args.jobs},seed={seed}",
+                                    policy="fifo", ordering=ORDERING[o], sched=o, placement=p, rate=rate, seed=seed,
+                                    variability=args.variability, settings=settings, jobs_window=window(args.jobs),
+                                    series=(rate in series and p in ("packed-sticky", "pal") and seed == 1)))
+    # Longest runs first, so the pool's tail is short.
+    return sorted(out, key=lambda s: (-s["rate"], s["sched"] != "las"))
+
+
+def summarise(results: list[dict]) -> dict:
+    agg: dict = defaultdict(list)
+    multi: dict = defaultdict(list)
+    for r in results:
+        agg[(r["sched"], r["rate"], r["placement"])].append(r["avg_jct_s"])
+        multi[(r["sched"], r["rate"], r["placement"])].append(r["multi"]["avg_jct_s"])
+    out: dict = {}
+    for (o, rate, p), v in agg.items():
+        out.setdefault(o, {}).setdefault(f"{rate:g}", {})[p] = {
+            "avg_jct_h": float(np.mean(v)) / 3600, "multi_avg_jct_h": float(np.nanmean(
+                [x if x is not None else np.nan for x in multi[(o, rate, p)]])) / 3600}
+    return out
+
+
+def plot_series(results: list[dict], tag: str = "") -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    runs = [r for r in results if r.get("gpus_in_use")]
+    if not runs:
+        return written
+    by_sched = defaultdict(list)
+    for r in runs:
+        by_sched[r["sched"]].append(r)
+    # Figure 15: GPUs in use over time (FIFO), Tiresias vs PAL per load.
+    fifo = sorted(by_sched.get("fifo", []), key=lambda r: (r["rate"], r["placement"]))
+    if fifo:
+        rates = sorted({r["rate"] for r in fifo})
+        fig, axes = plt.subplots(len(rates), 1, figsize=(8, 2.2 * len(rates)), squeeze=False, sharex=True)
+        for ax, rate in zip(axes[:, 0], rates, strict=True):
+            for r in fifo:
+                if r["rate"] == rate:
+                    t, g = np.asarray(r["gpus_in_use"]).T
+                    ax.plot(t / 1e6, g, lw=0.7, drawstyle="steps-post", label=PAPER_NAMES[r["placement"]])
+            ax.set_ylabel("GPUs in use")
+            ax.set_title(f"{rate:g} jobs/hour (FIFO)", fontsize=9)
+            ax.legend(fontsize=8)
+        axes[-1, 0].set_xlabel("time (10^6 s)")
+        fig.tight_layout()
+        path = RESULTS / f"pal_fig15_gpus_in_use{tag}.png"
+        fig.savefig(path)
+        plt.close(fig)
+        written.append(str(path))
+    # Figure 19: wait time per job, per scheduler, Tiresias vs PAL (first series rate of each scheduler).
+    scheds = [s for s in ("las", "srtf", "fifo") if s in by_sched]
+    if scheds:
+        fig, axes = plt.subplots(len(scheds), 1, figsize=(8, 2.4 * len(scheds)), squeeze=False)
+        for ax, s in zip(axes[:, 0], scheds, strict=True):
+            rate = sorted({r["rate"] for r in by_sched[s]})[len({r["rate"] for r in by_sched[s]}) // 2]
+            for r in by_sched[s]:
+                if r["rate"] == rate:
+                    w = np.asarray([x[2] for x in r["waits"]], dtype=float)
+                    ax.plot(np.arange(len(w)), w / 3600, lw=0.6, label=PAPER_NAMES[r["placement"]])
+            ax.set_ylabel("wait (h)")
+            ax.set_title(f"{s.upper()}, {rate:g} jobs/hour", fontsize=9)
+            ax.legend(fontsize=8)
+        axes[-1, 0].set_xlabel("job (arrival order)")
+        fig.tight_layout()
+        path = RESULTS / f"pal_fig19_wait_times{tag}.png"
+        fig.savefig(path)
+        plt.close(fig)
+        written.append(str(path))
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rates", default="4,6,8,10,12,14")
+    ap.add_argument("--orderings", default="fifo,las,srtf")
+    ap.add_argument("--placements", default=",".join(PLACEMENTS))
+    ap.add_argument("--jobs", type=int, default=3000)
+    ap.add_argument("--seeds", type=int, default=1, help="trace seeds (1..N); the variability draw follows")
+    ap.add_argument("--penalty", type=float, default=1.7)
+    ap.add_argument("--variability", default="runs", choices=("runs", "world"))
+    ap.add_argument("--series-rates", default="4,8,10")
+    ap.add_argument("--tag", default="", help="suffix for the result files (pal_synergy<tag>.json, ...)")
+    ap.add_argument("--workers", type=int, default=None)
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    results = run_all(specs(args), workers=args.workers, progress=stderr_progress)
+    wall = time.perf_counter() - t0
+    summary = summarise(results)
+    placements = args.placements.split(",")
+    for o, by_rate in summary.items():
+        rows = []
+        for rate in sorted(by_rate, key=float):
+            cell = by_rate[rate]
+            base = cell.get("packed-sticky", {})
+            row = [rate, *[f"{cell[p]['avg_jct_h']:.2f}" if p in cell else "-" for p in placements]]
+            if "pal" in cell and base:
+                row.append(f"{1 - cell['pal']['avg_jct_h'] / base['avg_jct_h']:+.1%}")
+                row.append(f"{1 - cell['pal']['multi_avg_jct_h'] / base['multi_avg_jct_h']:+.1%}")
+            rows.append(row)
+        header = ["jobs/h", *[f"{PAPER_NAMES[p]} h" for p in placements], "PAL vs T", "PAL vs T (multi-GPU)"]
+        print(f"\n### Synergy, {o.upper()} ({ORDERING[o]}): average JCT of jobs {window(args.jobs)} (hours)\n")
+        print(table(rows, header))
+        print(f"\npaper ({o.upper()}): PAL vs Tiresias {PAPER[o]}")
+    plots = plot_series(results, args.tag)
+    slim = [{k: v for k, v in r.items() if k not in ("gpus_in_use", "waits")} for r in results]
+    series = [{k: r[k] for k in ("sched", "rate", "placement", "gpus_in_use", "waits")} for r in results
+              if r.get("gpus_in_use")]
+    path = write_json(f"pal_synergy{args.tag}.json", {"args": vars(args), "wall_s": wall, "summary": summary,
+                                                       "runs": slim})
+    write_json(f"pal_synergy_series{args.tag}.json", series, indent=None)
+    print(f"\n{len(results)} runs in {wall:.0f} s; wrote {path} {' '.join(plots)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
