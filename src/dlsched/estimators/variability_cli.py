@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-from enum import StrEnum
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from dlsched.cli_common import Format as Fmt
+from dlsched.cli_common import fail as _fail_line
 from dlsched.core.errors import InputError
 from dlsched.estimators.pm_scores import (
     K_MAX,
@@ -39,14 +40,8 @@ app = typer.Typer(help="PAL's per-GPU variability profiles and PM-score bins.", 
 _PROFILE_HELP = "profile family (longhorn, frontera, ls6, testbed32) or a profile CSV file"
 
 
-class Fmt(StrEnum):
-    table = "table"
-    json = "json"
-
-
 def _fail(exc: Exception) -> typer.Exit:
-    typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(2)
+    return _fail_line(exc)
 
 
 def _load(profile: str, gpus: int | None, seed: int, runs: bool) -> VariabilityProfile:
