@@ -26,3 +26,17 @@ def small_cluster(groups=(("v100", 2, 4),), name="test", variability=None):
 def duration_job(job_id: str, submit: float, gpus: int, duration: float, model: str = "philly") -> JobSpec:
     return JobSpec(job_id=job_id, submit_time_s=submit, model=model, num_gpus=gpus, duration_s=duration,
                    adaptivity=Adaptivity.RIGID)
+
+
+class Recorder:
+    """Wraps a scheduler and keeps every decision with the view it answered, for invariant checks."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.allows_packing = inner, inner.name, inner.allows_packing
+        self.rigid = getattr(inner, "rigid", False)
+        self.log = []
+
+    def schedule(self, view):
+        d = self.inner.schedule(view)
+        self.log.append((view, d))
+        return d

@@ -24,7 +24,7 @@ from dlsched.policies.gavel import (
 from dlsched.sim.engine import Engine, SimConfig
 from dlsched.sim.invariants import check_decision
 from dlsched.world.base import World
-from testkit import small_cluster
+from testkit import Recorder, small_cluster
 
 
 class StandInThroughputs:
@@ -252,16 +252,6 @@ def traces(draw, cluster):
     return specs
 
 
-class Recorder:
-    def __init__(self, inner):
-        self.inner, self.name, self.allows_packing = inner, inner.name, inner.allows_packing
-        self.rigid = inner.rigid
-        self.log = []
-
-    def schedule(self, view):
-        d = self.inner.schedule(view)
-        self.log.append((view, d))
-        return d
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])

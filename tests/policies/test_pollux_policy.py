@@ -25,7 +25,7 @@ from dlsched.policies.pollux import (
 from dlsched.sim.engine import Engine, SimConfig
 from dlsched.sim.invariants import check_decision
 from dlsched.world.base import World
-from testkit import small_cluster
+from testkit import Recorder, small_cluster
 
 HETERO = (("t4", 2, 4), ("rtx", 1, 8), ("a100", 1, 8))
 
@@ -286,16 +286,6 @@ def traces(draw, cluster):
     return specs
 
 
-class Recorder:
-    def __init__(self, inner):
-        self.inner, self.name, self.allows_packing = inner, inner.name, inner.allows_packing
-        self.rigid = inner.rigid
-        self.log = []
-
-    def schedule(self, view):
-        d = self.inner.schedule(view)
-        self.log.append((view, d))
-        return d
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])

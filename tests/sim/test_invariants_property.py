@@ -13,7 +13,7 @@ from dlsched.core import Adaptivity, JobSpec
 from dlsched.policies import build_scheduler
 from dlsched.sim.engine import Engine, SimConfig
 from dlsched.world.base import World, WorldConfig
-from testkit import small_cluster
+from testkit import Recorder, small_cluster
 
 POLICIES = ["fifo", "sjf", "srtf", "las", "tiresias", "gandiva", "random", "random-sticky"]
 ADAPTIVE_MODELS = ["cifar10", "ncf", "bert", "deepspeech2"]
@@ -44,19 +44,6 @@ def traces(draw, cluster):
     return specs
 
 
-class Recorder:
-    """Wraps a scheduler and keeps every decision with the view it answered."""
-
-    def __init__(self, inner):
-        self.inner = inner
-        self.name, self.allows_packing = inner.name, inner.allows_packing
-        self.rigid = getattr(inner, "rigid", False)
-        self.log = []
-
-    def schedule(self, view):
-        d = self.inner.schedule(view)
-        self.log.append((view, d))
-        return d
 
 
 def simulate(cluster, specs, policy, seed):

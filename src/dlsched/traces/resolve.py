@@ -42,6 +42,7 @@ from pathlib import Path
 from dlsched.core.errors import InputError
 from dlsched.core.job import Adaptivity, JobSpec
 from dlsched.traces.readers import read_gavel_trace, read_philly_log, read_sia_workload, read_trace
+from dlsched.traces.schema import parse_trace_options
 from dlsched.traces.synthetic import synthetic
 
 #: Named trace families, for help texts and errors.
@@ -100,25 +101,8 @@ def _name(text: str, spec: str) -> str:
 
 
 def _parse_synthetic(args: str, spec: str) -> list[JobSpec]:
-    kwargs: dict[str, object] = {}
-    for item in filter(None, (p.strip() for p in args.split(","))):
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not value:
-            raise InputError(f"trace '{spec}': expected key=value, got {item!r}")
-        if key not in _SYNTHETIC_KEYS:
-            raise InputError(f"trace '{spec}': unknown key {key!r} (known: {', '.join(_SYNTHETIC_KEYS)})")
-        if key in kwargs:
-            raise InputError(f"trace '{spec}': key {key!r} given twice")
-        try:
-            if key in ("rate", "hours", "ncf_share"):
-                kwargs[key] = float(value)
-            elif key in ("seed", "jobs", "max_gpus"):
-                kwargs[key] = int(value)
-            else:
-                kwargs[key] = value
-        except ValueError:
-            raise InputError(f"trace '{spec}': {key}={value!r} is not a number") from None
+    numeric = {"rate": float, "hours": float, "ncf_share": float, "seed": int, "jobs": int, "max_gpus": int}
+    kwargs = parse_trace_options(args, spec, _SYNTHETIC_KEYS, numeric)
     rename = {"jobs": "num_jobs", "max_gpus": "max_request_gpus"}
     return synthetic(**{rename.get(k, k): v for k, v in kwargs.items()})  # type: ignore[arg-type]
 

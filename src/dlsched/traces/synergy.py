@@ -29,6 +29,7 @@ import numpy as np
 
 from dlsched.core.errors import InputError
 from dlsched.core.job import Adaptivity, JobSpec
+from dlsched.traces.schema import parse_trace_options
 from dlsched.traces.synthetic import philly_stats
 
 #: Synergy's task split (image, language, other) and PAL's models per task.
@@ -101,18 +102,6 @@ def synergy(rate: float = 8.0, jobs: int = 3000, seed: int = 1, *, max_gpus: int
 
 def parse_synergy(args: str, spec: str) -> list[JobSpec]:
     """``rate=8,jobs=3000,seed=1[,max_gpus=N]`` (the part after ``synergy:``) into a trace."""
-    kwargs: dict[str, float | int] = {}
-    for item in filter(None, (p.strip() for p in args.split(","))):
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not value:
-            raise InputError(f"trace '{spec}': expected key=value, got {item!r}")
-        if key not in SYNERGY_KEYS:
-            raise InputError(f"trace '{spec}': unknown key {key!r} (known: {', '.join(SYNERGY_KEYS)})")
-        if key in kwargs:
-            raise InputError(f"trace '{spec}': key {key!r} given twice")
-        try:
-            kwargs[key] = float(value) if key == "rate" else int(value)
-        except ValueError:
-            raise InputError(f"trace '{spec}': {key}={value!r} is not a number") from None
+    numeric = {key: (float if key == "rate" else int) for key in SYNERGY_KEYS}
+    kwargs = parse_trace_options(args, spec, SYNERGY_KEYS, numeric)
     return synergy(**kwargs)  # type: ignore[arg-type]
