@@ -43,8 +43,8 @@ def test_simulate_out_writes_every_file(tmp_path):
 
 
 def test_same_config_same_summary():
-    a = json.loads(invoke("simulate", *SMALL, "--policy", "random", "--seed", "4", "--format", "json").stdout)
-    b = json.loads(invoke("simulate", *SMALL, "--policy", "random", "--seed", "4", "--format", "json").stdout)
+    a = json.loads(invoke("simulate", *SMALL, "--policy", "random-sticky", "--seed", "4", "--format", "json").stdout)
+    b = json.loads(invoke("simulate", *SMALL, "--policy", "random-sticky", "--seed", "4", "--format", "json").stdout)
     a.pop("sim_wall_s"), b.pop("sim_wall_s")
     a.pop("policy_time_median_s"), b.pop("policy_time_median_s")
     a.pop("policy_time_p99_s"), b.pop("policy_time_p99_s")
