@@ -261,8 +261,11 @@ def fit_params(obs: ObservationSet, start: ThroughputParams | None = None) -> Th
     x = x0.copy()
     if len(idx):
         try:
+            # a warm start is already close: a few iterations at a modest tolerance recover the optimum to
+            # well under the observations' own noise, and this fit runs for many jobs every round
             res = least_squares(residuals, x_free0, bounds=(lower[idx], upper[idx]), x_scale="jac",
-                                method="trf", max_nfev=200)
+                                method="trf", max_nfev=40 if start is not None else 200,
+                                ftol=1e-6, xtol=1e-6, gtol=1e-6)
             x[idx] = res.x
         except (ValueError, np.linalg.LinAlgError):  # pragma: no cover - degenerate data; keep the start
             x[idx] = x_free0
