@@ -398,7 +398,10 @@ class Engine:
                 n_avg = contention(spec.submit_time_s, j.finish_time_s)
                 iso = {g: st.phys.isolated_runtime_s(g, n / n_avg) for g, n in gpus_by_type.items()
                        if spec.allows_gpu_type(g)}
-                rec.ftf = finish_time_fairness(jct, iso, gpus_by_type)
+                try:
+                    rec.ftf = finish_time_fairness(jct, iso, gpus_by_type)
+                except ValueError:  # its fair share is below its smallest gang on every type: undefined
+                    rec.ftf = None
                 rec.latency_ratio = wait / ideal if ideal > 0 and math.isfinite(ideal) else None
             out.append(rec)
         return out

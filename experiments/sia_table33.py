@@ -1,0 +1,61 @@
+"""Thesis table 3.3: Sia vs Pollux vs Gavel+TunedJobs on the heterogeneous 64-GPU cluster.
+
+Philly (``sia-philly:N``) and Helios-Saturn (``sia-saturn:N``, the thesis's "Helios" rows) workloads on ``sia-hetero-64``:
+average and p99 JCT, makespan, GPU-hours per job and restarts per job, mean ± std over workloads.
+
+    python experiments/sia_table33.py --workloads 8 --saturn 3
+"""
+
+from __future__ import annotations
+
+import sia_common as sc
+
+CLUSTER = "sia-hetero-64"
+POLICIES = ("sia", "pollux", "gavel")
+#: Thesis table 3.3 (avg JCT h, p99 JCT h, makespan h, GPU-h/job, restarts/job). ``sia-saturn:N`` are the
+#: Sia artifact's 8-hour, 160-job samples of Helios-Saturn, i.e. the thesis's "Helios" rows (its 48-hour
+#: "newTrace" is not in the data); Philly rows are the 8 busiest-hours Philly workloads.
+THESIS = {
+    ("philly", "sia"): ("0.6 ± 0.1", "9.5", "14.2 ± 1.9", "4.0 ± 0.7", "2.9"),
+    ("philly", "pollux"): ("1.0 ± 0.1", "14.9", "24.5 ± 7.9", "5.6 ± 1.1", "5.8"),
+    ("philly", "gavel"): ("1.9 ± 0.3", "30.0", "33.8 ± 8.6", "9.0 ± 6.3", "5.7"),
+    ("saturn", "sia"): ("0.7 ± 0.1", "10.9", "14.9 ± 1.7", "4.8 ± 0.7", "3.4"),
+    ("saturn", "pollux"): ("1.0 ± 0.2", "15.0", "25.5 ± 8.0", "5.9 ± 0.7", "5.3"),
+    ("saturn", "gavel"): ("2.5 ± 0.9", "38.7", "43.0 ± 10.9", "12.1 ± 3.7", "7.5"),
+}
+
+
+def specs(philly: int, saturn: int, cluster: str = CLUSTER) -> list[dict]:
+    out = []
+    for family, n in (("philly", philly), ("saturn", saturn)):
+        for w in range(1, n + 1):
+            for pol in POLICIES:
+                out.append(sc.spec(pol, cluster, f"sia-{family}:{w}", tag=f"{family}/{sc.NAMES[pol]}"))
+    return out
+
+
+def report(records: list[dict | None], thesis: dict | None = THESIS) -> str:
+    header, rows = sc.group_rows(records)
+    if thesis:
+        header = [*header, "thesis (avg / p99 / makespan / GPU-h / restarts)"]
+        inv = {v: k for k, v in sc.NAMES.items()}
+        for row in rows:
+            family, name = row[0].split("/")
+            t = thesis.get((family, inv.get(name, name)))
+            row.append(" / ".join(t) if t else "-")
+    return sc.table(header, rows)
+
+
+def main() -> None:
+    p = sc.parser(__doc__.splitlines()[0], default_workloads=8)
+    p.add_argument("--saturn", type=int, default=3, help="number of Saturn workloads (default 3)")
+    args = p.parse_args()
+    records = sc.run_all(specs(args.workloads, args.saturn), workers=args.workers, force=args.force)
+    text = report(records)
+    print(text)
+    print(f"\nsimulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
+    sc.write_json(args.json, [r for r in records if r is not None])
+
+
+if __name__ == "__main__":
+    main()
