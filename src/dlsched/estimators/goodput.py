@@ -322,6 +322,11 @@ class SiaGoodputEstimator:
             return tuple(sorted(st.max_local))
         return tuple(sorted(k for k, m in st.models.items() if m.params is not None))
 
+    def unusable_types(self, job: JobView) -> tuple[str, ...]:
+        """GPU types where the job reported it could not run (no model for the type, or out of memory)."""
+        st = self._jobs.get(job.job_id)
+        return () if st is None else tuple(sorted(st.unusable))
+
     def params(self, job: JobView, gpu_type: str) -> ThroughputParams | None:
         """The job's fitted throughput parameters on a type (the pooled model if not hetero-aware)."""
         st = self._jobs.get(job.job_id)

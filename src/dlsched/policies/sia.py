@@ -692,6 +692,9 @@ class SiaScheduler:
         """Whether a type without a goodput estimate is worth a minimal try (never profiled there)."""
         if self.params.profiling == "oracle":
             return False
+        unusable = getattr(self.estimator, "unusable_types", None)
+        if unusable is not None and gtype in unusable(job):
+            return False  # it tried and reported that it cannot run there
         return gtype not in job.profiled_types
 
     def _solve(self, opts: _Options, capacity: np.ndarray) -> AssignmentResult:

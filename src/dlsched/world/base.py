@@ -280,6 +280,12 @@ class World:
                 if rate.work_per_s > 0:
                     measured.append((int(phys.spec.batch_size or 0), 1.0 / rate.work_per_s, 0.0))
             group_t += cfg.profile_steps * sum(step for _, step, _ in measured)
+            if not measured:
+                # the job cannot run on this type (no kernel for it, or one replica does not fit): a real job
+                # reports the failure, which the estimator records as "unusable here" (step time 0)
+                obs.append(ThroughputObservation(time_s=t + group_t, gpu_type=gtype, num_nodes=len(counts),
+                                                 num_gpus=len(gpus), local_bsz=0, accum_steps=1,
+                                                 step_time_s=0.0, sync_time_s=0.0))
             for b, step, sync in measured:
                 obs.append(ThroughputObservation(time_s=t + group_t, gpu_type=gtype, num_nodes=len(counts),
                                                  num_gpus=len(gpus), local_bsz=b, accum_steps=1,
