@@ -14,8 +14,9 @@ import sia_common as sc
 CLUSTER = "sia-hetero-64"
 GPT_ID = "gpt"
 #: GPU types the GPT job accepts. The thesis profiled it on a100 and rtx only, and the world has no gpt_pmp
-#: model for t4 (it makes no progress there); without this restriction Sia's bootstrapped estimate
-#: extrapolates to t4 and places it there at times (``--any-type`` shows that).
+#: model for t4 (it makes no progress there). Without this restriction the job cannot be profiled on t4 (an
+#: 8-GPU worker does not fit a 4-GPU node), so Sia tries t4 once, learns the job cannot run there and stops
+#: (``--any-type`` shows that).
 GPT_TYPES = "a100,rtx"
 
 
