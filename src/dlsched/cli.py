@@ -25,7 +25,8 @@ from dlsched.sim.invariants import PolicyError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Schedule deep-learning training jobs on shared, heterogeneous GPU clusters.")
-out = Console(soft_wrap=True)
+#: piped output gets the whole table rather than rich's default 80 columns
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 220)
 err = Console(stderr=True)
 
 
