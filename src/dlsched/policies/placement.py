@@ -95,7 +95,8 @@ class _BaselinePlacement:
     name: str = ""
 
     def choose(self, pool: FreePool, demand: Demand) -> list[int] | None:
-        raise NotImplementedError  # abstract: subclasses choose GPUs
+        """The GPUs for one demand, or None if it cannot be placed this round (subclasses decide how)."""
+        return None
 
     def place(self, view: ClusterView, demands: list[Demand]) -> Decision:
         pool = FreePool(view.cluster)

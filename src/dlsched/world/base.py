@@ -22,6 +22,7 @@ synchronous training (per-GPU variability of the job's application class), the s
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,7 +67,7 @@ class WorldConfig:
     profile_steps: int = 20
 
 
-class JobPhysics:
+class JobPhysics(ABC):
     """Base for the three kinds of job; see the module docstring."""
 
     def __init__(self, spec: JobSpec, world: World) -> None:
@@ -78,16 +79,17 @@ class JobPhysics:
     restart_delay_s: float = 0.0
     perf_class: str = "classA"
 
+    @abstractmethod
     def base_rate(self, progress: float, gpu_type: str, node_counts: tuple[int, ...],
                   batch_size: int | None) -> Rate:
-        raise NotImplementedError  # abstract: every concrete physics defines it
+        """Rate on a shape of one GPU type before per-GPU, per-server and locality effects."""
 
     def spans_nodes_penalty(self, num_gpus: int) -> float:
         return 1.0
 
+    @abstractmethod
     def isolated_runtime_s(self, gpu_type: str, num_gpus: float) -> float:
         """Run time alone on ``num_gpus`` GPUs of ``gpu_type`` (fractions time-slice), best shape."""
-        raise NotImplementedError  # abstract
 
     def ideal_runtime_s(self) -> float:
         """Expected run time at the job's request on its best GPU type, with no waiting."""
