@@ -40,3 +40,28 @@ class Recorder:
         d = self.inner.schedule(view)
         self.log.append((view, d))
         return d
+
+
+def assert_round_invariants(cluster, log, specs, *, exact_gangs: bool) -> None:
+    """Every recorded decision: allocated jobs are active and not also being profiled, each on one GPU type,
+    with exactly its request (``exact_gangs``) or an allowed count, and no GPU given beyond a full share
+    (profiling GPUs count as taken)."""
+    by_id = {s.job_id: s for s in specs}
+    assert log
+    for view, decision in log:
+        active = {j.job_id for j in view.jobs}
+        share = [0.0] * cluster.num_gpus
+        for job_id, alloc in decision.allocations.items():
+            assert job_id in active and job_id not in decision.profiles
+            gpus = alloc.placement.gpus
+            if exact_gangs:
+                assert len(gpus) == by_id[job_id].num_gpus  # gangs whole
+            else:
+                assert by_id[job_id].allows_gpu_count(len(gpus))
+            assert len({cluster.gpu_type_of[g] for g in gpus}) == 1  # one GPU type per job
+            for g in gpus:
+                share[g] += alloc.gpu_share
+        for placement in decision.profiles.values():
+            for g in placement.gpus:
+                share[g] += 1.0
+        assert max(share, default=0.0) <= 1.0 + 1e-9  # no GPU given twice

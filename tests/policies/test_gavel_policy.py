@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,7 +22,7 @@ from dlsched.policies.gavel import (
 from dlsched.sim.engine import Engine, SimConfig
 from dlsched.sim.invariants import check_decision
 from dlsched.world.base import World
-from testkit import Recorder, small_cluster
+from testkit import Recorder, assert_round_invariants, small_cluster
 
 
 class StandInThroughputs:
@@ -261,19 +259,4 @@ def test_gavel_leases_respect_capacity_every_round(data, objective, lease):
     specs = data.draw(traces(cluster))
     rec = Recorder(build_scheduler("gavel", settings={"objective": objective, "lease_s": str(lease)}))
     Engine(cluster, specs, rec, World(cluster, seed=0), SimConfig(round_s=60.0, max_time_s=3600.0)).run()
-    by_id = {s.job_id: s for s in specs}
-    assert rec.log
-    for view, decision in rec.log:
-        active = {j.job_id for j in view.jobs}
-        owners = defaultdict(int)
-        for job_id, alloc in decision.allocations.items():
-            assert job_id in active and job_id not in decision.profiles
-            gpus = alloc.placement.gpus
-            assert len(gpus) == by_id[job_id].num_gpus  # gangs whole
-            assert len({cluster.gpu_type_of[g] for g in gpus}) == 1  # one GPU type per job
-            for g in gpus:
-                owners[g] += 1
-        for placement in decision.profiles.values():
-            for g in placement.gpus:
-                owners[g] += 1
-        assert all(v == 1 for v in owners.values())  # no GPU twice
+    assert_round_invariants(cluster, rec.log, specs, exact_gangs=True)

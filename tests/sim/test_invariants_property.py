@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,7 +11,7 @@ from dlsched.core import Adaptivity, JobSpec
 from dlsched.policies import build_scheduler
 from dlsched.sim.engine import Engine, SimConfig
 from dlsched.world.base import World, WorldConfig
-from testkit import Recorder, small_cluster
+from testkit import Recorder, assert_round_invariants, small_cluster
 
 POLICIES = ["fifo", "sjf", "srtf", "las", "tiresias", "gandiva", "random", "random-sticky"]
 ADAPTIVE_MODELS = ["cifar10", "ncf", "bert", "deepspeech2"]
@@ -60,18 +58,7 @@ def test_invariants_hold_every_round(data, policy, seed):
     specs = data.draw(traces(cluster))
     res, log = simulate(cluster, specs, policy, seed)
     by_id = {s.job_id: s for s in specs}
-    for view, decision in log:
-        owners = defaultdict(float)
-        active = {j.job_id for j in view.jobs}
-        for job_id, alloc in decision.allocations.items():
-            assert job_id in active
-            gpus = alloc.placement.gpus
-            # gangs whole: a rigid policy gives exactly the request, on one GPU type
-            assert len(gpus) == by_id[job_id].num_gpus
-            assert len({cluster.gpu_type_of[g] for g in gpus}) == 1
-            for g in gpus:
-                owners[g] += alloc.gpu_share
-        assert all(v <= 1.0 + 1e-9 for v in owners.values())  # no GPU given twice
+    assert_round_invariants(cluster, log, specs, exact_gangs=True)  # a rigid policy gives exactly the request
     # every submitted job is accounted for, exactly once
     assert sorted(r.job_id for r in res.jobs) == sorted(by_id)
     for r in res.jobs:

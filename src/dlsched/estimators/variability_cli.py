@@ -86,18 +86,24 @@ KMaxOpt = typer.Option(K_MAX, "--k-max", help="largest K of the silhouette sweep
 SigmaOpt = typer.Option(OUTLIER_SIGMA, "--outlier-sigma", help="outliers beyond this many sigma keep their scores")
 
 
+def _fitted(profile: str, gpus: int | None, seed: int, runs: bool, cls: str | None, k_min: int, k_max: int,
+            outlier_sigma: float, l_across: float):
+    """Profile, its bins and their JSON form, or the one-line error exit (shared by show and fit)."""
+    try:
+        prof = _load(profile, gpus, seed, runs)
+        bins = _bins(prof, cls, k_min, k_max, outlier_sigma)
+    except InputError as exc:
+        raise _fail(exc) from None
+    return prof, bins, _payload(prof, bins, l_across)
+
+
 @app.command()
 def show(profile: str = ProfileArg, gpus: int | None = GpusOpt, seed: int = SeedOpt, runs: bool = RunsOpt,
          cls: str | None = ClassOpt, l_across: float = LOpt, k_min: int = KMinOpt, k_max: int = KMaxOpt,
          outlier_sigma: float = SigmaOpt,
          fmt: Fmt = typer.Option(Fmt.table, "--format", help="table (human) or json (one object)")) -> None:
     """Print each class's PM-score bins (K by silhouette, centroids, outliers) and L x V traversal order."""
-    try:
-        prof = _load(profile, gpus, seed, runs)
-        bins = _bins(prof, cls, k_min, k_max, outlier_sigma)
-    except InputError as exc:
-        raise _fail(exc) from None
-    payload = _payload(prof, bins, l_across)
+    prof, bins, payload = _fitted(profile, gpus, seed, runs, cls, k_min, k_max, outlier_sigma, l_across)
     if fmt is Fmt.json:
         typer.echo(json.dumps(payload))
         return
@@ -129,12 +135,7 @@ def fit(profile: str = ProfileArg, gpus: int | None = GpusOpt, seed: int = SeedO
         plot: Path | None = typer.Option(None, "--plot", help="write histograms with centroids (PNG/PDF) here")
         ) -> None:
     """Fit the PM-score bins of each class; write them as JSON and optionally plot them (like figure 5)."""
-    try:
-        prof = _load(profile, gpus, seed, runs)
-        bins = _bins(prof, cls, k_min, k_max, outlier_sigma)
-    except InputError as exc:
-        raise _fail(exc) from None
-    payload = _payload(prof, bins, l_across)
+    prof, bins, payload = _fitted(profile, gpus, seed, runs, cls, k_min, k_max, outlier_sigma, l_across)
     text = json.dumps(payload, indent=1)
     try:
         if out is None:
