@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dlsched.core import KNOWN_GPU_TYPES, Adaptivity, JobSpec, make_cluster
@@ -32,14 +33,64 @@ class Recorder:
     """Wraps a scheduler and keeps every decision with the view it answered, for invariant checks."""
 
     def __init__(self, inner):
-        self.inner, self.name, self.allows_packing = inner, inner.name, inner.allows_packing
-        self.rigid = getattr(inner, "rigid", False)
+        self.inner, self.name = inner, inner.name
         self.log = []
+
+    @property
+    def traits(self):
+        return self.inner.traits
+
+    def attach_oracle(self, estimator) -> None:
+        self.inner.attach_oracle(estimator)
+
+    def describe(self) -> str:
+        return self.inner.describe()
 
     def schedule(self, view):
         d = self.inner.schedule(view)
         self.log.append((view, d))
         return d
+
+
+class StandInEstimator:
+    """Base of the tests' hand-written goodput estimators: subclasses define ``estimate`` (and may define
+    ``goodput_many``); the rest of the estimator contract follows from it."""
+
+    mode = "bootstrap"
+
+    def update(self, view) -> None:
+        pass
+
+    def estimate(self, job, gpu_type, num_nodes, num_gpus):
+        raise NotImplementedError
+
+    def goodput_many(self, job, gpu_type, shapes):
+        return self.evaluate_many(job, gpu_type, shapes).goodput
+
+    def evaluate_many(self, job, gpu_type, shapes):
+        from dlsched.estimators.goodput import GoodputTable
+
+        rows = np.asarray(shapes).reshape(-1, 2)
+        ests = [self.estimate(job, gpu_type, int(n), int(k)) for n, k in rows]
+        get = lambda attr: np.array([getattr(e, attr) if e is not None else 0 for e in ests], dtype=float)  # noqa: E731
+        return GoodputTable(goodput=get("goodput"), batch_size=get("batch_size").astype(int),
+                            throughput_sps=get("throughput_sps"), efficiency=get("efficiency"),
+                            local_bsz=get("batch_size").astype(int), accum_steps=np.ones(len(rows), dtype=int))
+
+    def unusable_types(self, job):
+        return ()
+
+    def restart_delay_s(self, job):
+        return None
+
+
+def with_estimator(policy: str, estimator, **settings):
+    """A registered scheduler whose allocation stage asks ``estimator`` (tunables as --set strings)."""
+    from dlsched.policies import build_scheduler
+
+    sched = build_scheduler(policy, settings={k: str(v) for k, v in settings.items()})
+    sched.attach_oracle(estimator)
+    return sched
 
 
 def assert_round_invariants(cluster, log, specs, *, exact_gangs: bool) -> None:

@@ -10,31 +10,20 @@ from hypothesis import strategies as st
 from dlsched.core import Adaptivity, ClusterView, InputError, JobSpec, JobStatus, JobView, Placement
 from dlsched.estimators.base import GoodputEstimate
 from dlsched.policies import build_scheduler, scheduler_tunables
-from dlsched.policies.gavel import (
-    LP_METHODS,
-    OBJECTIVES,
-    GavelScheduler,
-    GavelTunables,
-    normalized,
-    rigid_view,
-    solve_allocation,
-)
+from dlsched.policies.gavel import GavelAllocation, rigid_view
+from dlsched.policies.gavel.lp import LP_METHODS, OBJECTIVES, normalized, solve_allocation
+from dlsched.policies.stages import StagedScheduler
 from dlsched.sim.engine import Engine, SimConfig
 from dlsched.sim.invariants import check_decision
 from dlsched.world.base import World
-from testkit import Recorder, assert_round_invariants, small_cluster
+from testkit import Recorder, StandInEstimator, assert_round_invariants, small_cluster, with_estimator
 
 
-class StandInThroughputs:
+class StandInThroughputs(StandInEstimator):
     """Per-type throughput ``speed[type] * k``, known for every job (as Gavel assumes)."""
-
-    mode = "bootstrap"
 
     def __init__(self, speed: dict[str, float]) -> None:
         self.speed = speed
-
-    def update(self, view):
-        pass
 
     def estimate(self, job, gpu_type, num_nodes, num_gpus):
         s = self.speed.get(gpu_type, 0.0)
@@ -42,9 +31,6 @@ class StandInThroughputs:
             return None
         return GoodputEstimate(goodput=s * num_gpus, batch_size=job.spec.batch_size or 0,
                                throughput_sps=s * num_gpus, efficiency=1.0)
-
-    def goodput_many(self, job, gpu_type, shapes):
-        return np.array([self.speed.get(gpu_type, 0.0) * k for _, k in np.asarray(shapes).reshape(-1, 2)])
 
 
 def job_view(i, k, placement=(), *, profiled=("t4", "v100"), age=100.0, submit=None) -> JobView:
@@ -98,7 +84,7 @@ def test_max_min_and_finish_time_fairness_split_a_contended_type_evenly():
 
 
 def _max_rho(x, tput, scale, capacity, ages, remaining):
-    from dlsched.policies.gavel import isolated_throughputs
+    from dlsched.policies.gavel.lp import isolated_throughputs
 
     t = normalized(tput)
     iso = isolated_throughputs(t, np.asarray(scale, float), np.asarray(capacity, float))
@@ -148,14 +134,14 @@ def test_every_policy_respects_gavels_base_constraints(seed, jobs, types, object
 
 def test_unknown_objective_is_an_input_error():
     with pytest.raises(InputError) as e:
-        GavelTunables(objective="min-jct")
+        build_scheduler("gavel", settings={"objective": "min-jct"})
     assert e.value.field == "objective"
 
 
 # -- the mechanism --------------------------------------------------------------------------------------------
-def gavel(objective="max-sum-throughput", lease_s=360.0, speed=None, **kw) -> GavelScheduler:
-    return GavelScheduler(GavelTunables(objective=objective, lease_s=lease_s, **kw),
-                          StandInThroughputs(speed or {"t4": 1.0, "v100": 3.0}))
+def gavel(objective="max-sum-throughput", lease_s=360.0, speed=None, **kw) -> StagedScheduler:
+    return with_estimator("gavel", StandInThroughputs(speed or {"t4": 1.0, "v100": 3.0}), objective=objective,
+                          lease_s=lease_s, **kw)
 
 
 def test_fast_type_goes_to_the_job_that_gains_most_and_gangs_are_whole():
@@ -212,18 +198,20 @@ def test_rigid_view_keeps_the_request():
 
 
 def test_registry_builds_gavel_and_rejects_bad_settings():
-    assert scheduler_tunables("gavel")["objective"] == "max-sum-throughput"
-    assert scheduler_tunables("gavel")["lease_s"] == 360.0
+    assert scheduler_tunables("gavel")["allocation.objective"] == "max-sum-throughput"
+    assert scheduler_tunables("gavel")["allocation.lease_s"] == 360.0
     s = build_scheduler("gavel", settings={"objective": "max-min", "gavel.lease_s": "120"})
-    assert isinstance(s, GavelScheduler) and s.rigid
-    assert s.tunables.objective == "max-min" and s.tunables.lease_s == 120.0
+    assert isinstance(s.allocation, GavelAllocation) and s.traits.rigid
+    assert s.allocation.objective == "max-min" and s.allocation.lease_s == 120.0
     with pytest.raises(InputError) as e:
         build_scheduler("gavel", settings={"p": "-1"})
     assert e.value.field == "p"
     with pytest.raises(InputError):
         build_scheduler("gavel", settings={"objective": "fastest"})
     with pytest.raises(InputError):
-        build_scheduler("gavel", placement="packed")
+        build_scheduler("gavel", ordering="las")  # Gavel ranks jobs through its LP
+    with pytest.raises(InputError):
+        build_scheduler("gavel", settings={"lease_s": "nan"})
 
 
 # -- every round of a simulation respects capacity (property) ------------------------------------------------

@@ -10,7 +10,7 @@ from dlsched.core.gpu import KNOWN_GPU_TYPES
 from dlsched.estimators.pm_scores import lv_matrix
 from dlsched.policies import build_scheduler
 from dlsched.policies.pal import PalPlacement
-from dlsched.policies.stages import Demand
+from dlsched.policies.stages import Demand, Plan
 from testkit import small_cluster
 
 CLASSES = {"resnet50": "classA", "BERT": "classB", "vgg19": "classC", "PointNet": "classD"}
@@ -137,6 +137,6 @@ def test_matrix_report_and_stage_reuse():
     v = view(cluster, [job("a", 2)], TWO_NODES)
     m = pal.matrix(v, "resnet50", 2)
     assert m.values == (1.0, 1.5) and m.penalties == (1.0, 1.7)
-    d1 = pal.place(v, [Demand(job=v.jobs[0], num_gpus=2)])
-    d2 = pal.place(v, [Demand(job=v.jobs[0], num_gpus=2)])
+    d1 = pal.place(v, Plan([Demand(job=v.jobs[0], num_gpus=2)]))
+    d2 = pal.place(v, Plan([Demand(job=v.jobs[0], num_gpus=2)]))
     assert placed(d1) == placed(d2)  # deterministic, layout cached across rounds

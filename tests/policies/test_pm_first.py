@@ -8,7 +8,7 @@ from test_pal_placement import job, placed, view
 from dlsched.policies import SCHEDULERS, build_scheduler
 from dlsched.policies.pal import _build_pools, _RoundPool, cut_queue, pm_first_gpus, pm_first_singles
 from dlsched.policies.registry import PLACEMENTS
-from dlsched.policies.stages import Demand
+from dlsched.policies.stages import Demand, Plan
 from testkit import small_cluster
 
 
@@ -40,8 +40,8 @@ def test_cut_queue_stops_at_first_overflow():
     cluster = small_cluster((("v100", 2, 4),))
     from dlsched.policies.pal import PmFirstPlacement
 
-    d = PmFirstPlacement().place(view(cluster, jobs), demands[:2] + [Demand(job=job("z", 8), num_gpus=8)]
-                                 + demands[2:])
+    d = PmFirstPlacement().place(view(cluster, jobs), Plan(demands[:2] + [Demand(job=job("z", 8), num_gpus=8)]
+                                                          + demands[2:]))
     assert set(d.allocations) == {"a", "b"}
 
 

@@ -12,23 +12,23 @@ from dlsched.estimators.base import GoodputEstimate
 from dlsched.policies import build_scheduler, scheduler_tunables
 from dlsched.policies.pollux import (
     AllocationProblem,
-    PolluxScheduler,
-    PolluxTunables,
+    PolluxAllocation,
     VirtualCluster,
     fix_mixed_types,
     power_mean,
     speedup_table,
     trim_counts,
 )
+from dlsched.policies.stages import Plan
 from dlsched.sim.engine import Engine, SimConfig
 from dlsched.sim.invariants import check_decision
 from dlsched.world.base import World
-from testkit import Recorder, assert_round_invariants, small_cluster
+from testkit import Recorder, StandInEstimator, assert_round_invariants, small_cluster, with_estimator
 
 HETERO = (("t4", 2, 4), ("rtx", 1, 8), ("a100", 1, 8))
 
 
-class StandInEstimator:
+class TypeBlindEstimator(StandInEstimator):
     """Type-blind goodput: k**alpha, 5% less per extra node (a Pollux speedup function in miniature)."""
 
     mode = "none"
@@ -106,13 +106,12 @@ def test_trim_empties_the_smallest_nodes_first():
 
 def test_mixed_allocation_is_fixed_in_the_decision():
     cluster = small_cluster((("t4", 1, 4), ("a100", 1, 4)))
-    sched = PolluxScheduler(PolluxTunables(generations=0, population=2), StandInEstimator())
+    sched = with_estimator("pollux", TypeBlindEstimator(), generations=0, population=2)
     vc = VirtualCluster.of(cluster)
-    from dlsched.core import Decision
-
-    d = Decision()
     jobs = [job_view(0)]
-    sched._place(view_of(cluster, jobs), vc, jobs, np.array([[2, 2]]), d)  # 2 t4 + 2 a100: tie -> a100
+    demands = PolluxAllocation._demands(cluster, vc, jobs, np.array([[2, 2]]))  # 2 t4 + 2 a100: tie -> a100
+    assert [(d.gpu_type, d.num_gpus) for d in demands] == [("a100", 2)]
+    d = sched.placement.place(view_of(cluster, jobs), Plan(demands))
     assert d.allocations["j0"].placement.gpus == (4, 5)
 
 
@@ -136,7 +135,7 @@ def test_restart_penalty_applies_only_to_moved_jobs():
 
 def test_restart_factor_follows_pollux_formula():
     cluster = small_cluster((("v100", 1, 4),))
-    sched = PolluxScheduler(PolluxTunables(generations=0, population=2, restart_delay_s=30.0), StandInEstimator())
+    sched = with_estimator("pollux", TypeBlindEstimator(), generations=0, population=2, restart_delay_s=30.0)
     young, old = job_view(0, age=30.0, restarts=0), job_view(1, age=600.0, restarts=4)
     captured = {}
     real = AllocationProblem.__post_init__
@@ -217,7 +216,7 @@ def test_a_lone_job_scales_out():
 # -- the scheduler -----------------------------------------------------------------------------------------
 def test_unchanged_allocation_keeps_the_same_gpus():
     cluster = small_cluster((("v100", 2, 4),))
-    sched = PolluxScheduler(PolluxTunables(population=10, generations=5, explore=False), StandInEstimator())
+    sched = with_estimator("pollux", TypeBlindEstimator(), population=10, generations=5, explore="false")
     jobs = [job_view(0), job_view(1)]
     d1 = sched.schedule(view_of(cluster, jobs))
     jobs = [job_view(i, d1.allocations[f"j{i}"].placement.gpus, age=10_000.0) for i in range(2)]
@@ -230,7 +229,7 @@ def test_unchanged_allocation_keeps_the_same_gpus():
 
 def test_exploration_limits_growth_to_twice_the_largest_count_seen():
     cluster = small_cluster((("v100", 4, 4),))
-    sched = PolluxScheduler(PolluxTunables(population=20, generations=20), StandInEstimator(alpha=1.0))
+    sched = with_estimator("pollux", TypeBlindEstimator(alpha=1.0), population=20, generations=20)
     d = sched.schedule(view_of(cluster, [job_view(0)]))
     assert d.allocations["j0"].placement.num_gpus == 1
     d = sched.schedule(view_of(cluster, [job_view(0, d.allocations["j0"].placement.gpus)], t=660.0))
@@ -239,7 +238,7 @@ def test_exploration_limits_growth_to_twice_the_largest_count_seen():
 
 def test_rigid_jobs_get_all_or_nothing_and_refused_types_stay_unused():
     cluster = small_cluster((("t4", 1, 4), ("a100", 1, 4)))
-    sched = PolluxScheduler(PolluxTunables(population=10, generations=10), StandInEstimator())
+    sched = with_estimator("pollux", TypeBlindEstimator(), population=10, generations=10)
     jobs = [job_view(0, adaptivity=Adaptivity.RIGID, num_gpus=3), job_view(1, gpu_types=("t4",))]
     d = sched.schedule(view_of(cluster, jobs))
     check_decision(d, cluster, {j.job_id: j.spec for j in jobs}, allows_packing=False, rigid=False,
@@ -251,17 +250,21 @@ def test_rigid_jobs_get_all_or_nothing_and_refused_types_stay_unused():
 
 
 def test_registry_builds_pollux_with_tunables_and_rejects_unknown_keys():
-    assert scheduler_tunables("pollux")["p"] == -1.0
+    assert scheduler_tunables("pollux")["allocation.p"] == -1.0
     s = build_scheduler("pollux", settings={"p": "-0.5", "pollux.generations": "3"}, seed=4)
-    assert isinstance(s, PolluxScheduler)
-    assert s.tunables.p == -0.5 and s.tunables.generations == 3 and s.tunables.seed == 4
+    a = s.allocation
+    assert isinstance(a, PolluxAllocation)
+    assert a.p == -0.5 and a.generations == 3 and a.seed == 4
     with pytest.raises(InputError) as e:
         build_scheduler("pollux", settings={"lambda_": "1"})
     assert e.value.field == "lambda_"
     with pytest.raises(InputError):
-        build_scheduler("pollux", ordering="fifo")
+        build_scheduler("pollux", ordering="las")  # Pollux ranks jobs through its fitness
     with pytest.raises(InputError):
-        build_scheduler("pollux", settings={"speedup_base": "median"})
+        build_scheduler("pollux", placement="packed-sticky", settings={"speedup_base": "median"})
+    with pytest.raises(InputError) as e:
+        build_scheduler("fifo", placement="pollux")  # nobody planned per-node counts
+    assert "pollux" in str(e.value) and "gang" in str(e.value)
 
 
 # -- every round of a simulation respects capacity (property) ------------------------------------------------

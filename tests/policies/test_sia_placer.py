@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dlsched.core import Placement
-from dlsched.policies.sia_placer import PlacementRequest, SiaPlacer, is_valid_shape
+from dlsched.policies.sia.placer import PlacementRequest, SiaPlacer, is_valid_shape
 from testkit import small_cluster
 
 

@@ -20,17 +20,18 @@ from dlsched.core import (
 )
 from dlsched.policies import build_scheduler
 from dlsched.policies.sia import (
-    SiaParams,
-    SiaScheduler,
+    SiaAllocation,
     build_config_set,
     option_values,
     restart_factor,
 )
-from dlsched.policies.sia_placer import is_valid_shape
-from testkit import small_cluster
+from dlsched.policies.sia.placer import is_valid_shape
+from dlsched.policies.sia.problem import Objective, RoundInputs, build_options
+from dlsched.policies.stages import StagedScheduler
+from testkit import Recorder, StandInEstimator, small_cluster
 
 
-class FakeEstimator:
+class FakeEstimator(StandInEstimator):
     """Stand-in goodput estimator: goodput = speed[type] * k**alpha, a little less per extra node.
 
     Like the bootstrap estimator, it knows nothing of a type a job was not profiled on (goodput 0) unless
@@ -79,8 +80,11 @@ CLUSTER = small_cluster((("t4", 2, 4), ("a100", 1, 8)))  # GPUs 0-7 t4 (two node
 SPEED = {"t4": 1.0, "a100": 3.0}
 
 
-def sia(estimator=None, **params) -> SiaScheduler:
-    return SiaScheduler(params=SiaParams(**params), estimator=estimator or FakeEstimator(SPEED))
+def sia(estimator=None, **params) -> StagedScheduler:
+    sched = build_scheduler("sia")
+    sched.allocation = SiaAllocation(**params)
+    sched.attach_oracle(estimator or FakeEstimator(SPEED))
+    return sched
 
 
 def view(jobs, t=3600.0, cluster=CLUSTER) -> ClusterView:
@@ -157,8 +161,8 @@ def test_oracle_and_none_modes_skip_profiling():
         d = s.schedule(view([jv(spec("a"), profiled=(), age=0.0)]))
         assert not d.profiles
         assert len(d.allocations["a"].placement) == 1
-    assert sia(profiling="oracle").wants_oracle
-    assert not sia().wants_oracle
+    assert build_scheduler("sia", settings={"profiling": "oracle"}).traits.needs_oracle
+    assert not sia().traits.needs_oracle
 
 
 def test_gpu_count_at_most_doubles_per_round():
@@ -294,12 +298,13 @@ def test_registered_preset_parses_tunables():
     s = build_scheduler("sia", settings={"p": "-1", "lambda_": "2", "tau": "on", "restart_factor": "off",
                                          "solver": "milp", "sia.max_doubling": "false",
                                          "non_preemptible": "a,b", "reserve": "a100:8"})
-    assert isinstance(s, SiaScheduler)
-    assert s.params.p == -1 and s.params.lambda_ == 2 and s.params.tau == 300.0
-    assert s.params.restart_factor == "off" and s.params.max_doubling is False
-    assert s.params.non_preemptible == ("a", "b") and s.params.reserve == ("a100:8",)
-    assert build_scheduler("sia", settings={"tau": "120"}).params.tau == 120.0
-    assert build_scheduler("sia").params.tau is None
+    a = s.allocation
+    assert isinstance(a, SiaAllocation)
+    assert a.p == -1 and a.lambda_ == 2 and a.tau == 300.0
+    assert a.restart_factor == "off" and a.max_doubling is False
+    assert a.non_preemptible == ("a", "b") and a.reserve == ("a100:8",)
+    assert build_scheduler("sia", settings={"tau": "120"}).allocation.tau == 120.0
+    assert build_scheduler("sia").allocation.tau is None
     with pytest.raises(InputError, match="no tunable"):
         build_scheduler("sia", settings={"bogus": "1"})
     with pytest.raises(InputError):
@@ -351,9 +356,7 @@ def test_sia_decisions_respect_capacity_and_gangs_every_round(data):
     sched = build_scheduler("sia", settings={"solver": solver, **({"tau": str(tau)} if tau else {})})
     checked = []
 
-    class Check:
-        name, allows_packing = sched.name, sched.allows_packing
-
+    class Check(Recorder):
         def schedule(self, v):
             d = sched.schedule(v)
             used = np.zeros(cluster.num_gpus, dtype=int)
@@ -366,7 +369,7 @@ def test_sia_decisions_respect_capacity_and_gangs_every_round(data):
             checked.append(len(d.allocations))
             return d
 
-    engine = Engine(cluster, specs, Check(), World(cluster, seed=0), SimConfig(round_s=60.0, max_time_s=4 * 3600.0))
+    engine = Engine(cluster, specs, Check(sched), World(cluster, seed=0), SimConfig(round_s=60.0, max_time_s=4 * 3600.0))
     res = engine.run()  # the engine's own invariant checks raise on any broken gang or over-committed GPU
     assert checked
     assert any(r.finish_s is not None for r in res.jobs) or math.isfinite(res.end_time_s)
@@ -377,8 +380,11 @@ def test_normalised_goodput_rows_have_minimum_n_min():
     jobs = [jv(spec("a", min_gpus=2)), jv(spec("b")), jv(spec("r", num_gpus=4, adaptivity=Adaptivity.RIGID))]
     v = view(jobs)
     cs = build_config_set(CLUSTER)
-    s._ensure_estimator()
-    opts = s._options(v, cs, jobs, {}, set(), cs.capacity)
+    a = s.allocation
+    inputs = RoundInputs(view=v, cs=cs, cur_config={}, forced_ids=set(), capacity=cs.capacity)
+    opts = build_options(inputs, jobs, a.estimator, lambda j: a._candidates(cs, j), a._explore, a._restart_factor,
+                         lambda js, congested: np.full(len(js), a.lambda_),
+                         Objective(p=a.p, lambda_=a.lambda_, max_doubling=a.max_doubling, time_varying=False))
     mins = {opts.jobs[g].job_id: opts.G[opts.job_of == g].min() for g in range(len(opts.jobs))}
     # queued jobs only keep each type's smallest option; the row minimum over all options is N_min
     assert mins["a"] == pytest.approx(2.0)
@@ -394,20 +400,18 @@ def test_hybrid_parallel_job_in_the_simulator_runs_in_units_of_its_pipeline():
     cluster = load_cluster("sia-hetero-64")
     gpt = JobSpec(job_id="gpt", submit_time_s=0.0, model="gpt_pmp", num_gpus=8, batch_size=48, min_gpus=8,
                   gpu_unit=8, adaptivity=Adaptivity.ADAPTIVE, gpu_types=("a100", "rtx"))
-    sched = build_scheduler("sia")
     counts: list[int] = []
-    inner = sched.schedule
 
-    def schedule(v):
-        d = inner(v)
-        if "gpt" in d.profiles:
-            assert {cluster.gpu_type_of[g] for g in d.profiles["gpt"].gpus} == {"a100", "rtx"}
-            assert len(d.profiles["gpt"]) == 16  # one 8-GPU pipeline per type
-        if "gpt" in d.allocations:
-            counts.append(len(d.allocations["gpt"].placement))
-        return d
+    class Watch(Recorder):
+        def schedule(self, v):
+            d = self.inner.schedule(v)
+            if "gpt" in d.profiles:
+                assert {cluster.gpu_type_of[g] for g in d.profiles["gpt"].gpus} == {"a100", "rtx"}
+                assert len(d.profiles["gpt"]) == 16  # one 8-GPU pipeline per type
+            if "gpt" in d.allocations:
+                counts.append(len(d.allocations["gpt"].placement))
+            return d
 
-    sched.schedule = schedule
-    Engine(cluster, [gpt], sched, World(cluster), SimConfig(max_time_s=1800.0)).run()
+    Engine(cluster, [gpt], Watch(build_scheduler("sia")), World(cluster), SimConfig(max_time_s=1800.0)).run()
     assert counts and all(k % 8 == 0 for k in counts)
     assert max(counts) == 16  # doubled once from its minimum, up to the two a100 nodes

@@ -8,7 +8,7 @@ from dlsched.core import Adaptivity, InputError, JobSpec
 from dlsched.policies import build_scheduler
 from dlsched.sim.engine import Engine, SimConfig
 from dlsched.world.base import World, WorldConfig
-from testkit import duration_job, small_cluster
+from testkit import Recorder, duration_job, small_cluster
 
 
 def run(cluster, specs, policy="fifo", round_s=60.0, world_cfg=None, **kw):
@@ -92,18 +92,13 @@ def test_adaptive_job_completes_and_reports_observations():
                    adaptivity=Adaptivity.ADAPTIVE)
     seen = []
 
-    class Spy:
-        name, allows_packing, rigid = "spy", False, True
-
-        def __init__(self):
-            self.inner = build_scheduler("fifo")
-
+    class Spy(Recorder):
         def schedule(self, view):
             seen.extend(o for j in view.jobs for o in j.throughput_obs)
             return self.inner.schedule(view)
 
     world = World(cluster, seed=0)
-    res = Engine(cluster, [spec], Spy(), world, SimConfig()).run()
+    res = Engine(cluster, [spec], Spy(build_scheduler("fifo")), world, SimConfig()).run()
     rec = res.jobs[0]
     assert rec.finish_s is not None and rec.finish_s > 60
     assert seen and all(o.num_gpus == 2 and o.gpu_type == "t4" and o.step_time_s > 0 for o in seen)

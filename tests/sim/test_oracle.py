@@ -9,6 +9,7 @@ import pytest
 
 from dlsched.core import Adaptivity, ClusterView, JobSpec, JobStatus, JobView, Placement
 from dlsched.estimators.base import GoodputEstimator
+from dlsched.policies.stages import SchedulerTraits
 from dlsched.sim.oracle import OracleGoodput, spread_counts
 from dlsched.world.base import World, WorldConfig
 from testkit import duration_job, small_cluster
@@ -139,8 +140,7 @@ def test_runner_attaches_the_oracle_to_schedulers_that_want_it(monkeypatch):
 
     class Wants:
         name = "wants"
-        allows_packing = False
-        wants_oracle = True
+        traits = SchedulerTraits(needs_oracle=True)
         oracle = None
 
         def attach_oracle(self, oracle):

@@ -26,7 +26,19 @@ class GoodputEstimate:
     efficiency: float
 
 
+class GoodputTableLike(Protocol):
+    """Per-shape answers aligned with the queried shapes (see ``estimators.goodput.GoodputTable``)."""
+
+    goodput: np.ndarray
+    batch_size: np.ndarray
+    throughput_sps: np.ndarray
+    efficiency: np.ndarray
+
+
 class GoodputEstimator(Protocol):
+    """What an allocation stage may ask of an estimator. Every method is required: a stage never probes
+    an estimator for optional abilities."""
+
     #: "bootstrap", "oracle" or "none" (learn as you go).
     mode: str
 
@@ -40,4 +52,18 @@ class GoodputEstimator(Protocol):
 
     def goodput_many(self, job: JobView, gpu_type: str, shapes: np.ndarray) -> np.ndarray:
         """Goodput for each ``(num_nodes, num_gpus)`` row of ``shapes``; 0 where the job cannot run."""
+        ...
+
+    def evaluate_many(self, job: JobView, gpu_type: str, shapes: np.ndarray) -> GoodputTableLike:
+        """Like :meth:`goodput_many`, with the batch size, throughput and efficiency behind each goodput
+        (batched evaluation: one call per job and type, not per shape)."""
+        ...
+
+    def unusable_types(self, job: JobView) -> tuple[str, ...]:
+        """GPU types where the job reported that it cannot run (no model for the type, out of memory)."""
+        ...
+
+    def restart_delay_s(self, job: JobView) -> float | None:
+        """The checkpoint-restore cost the estimator knows for the job (seconds); None if it does not know,
+        and the policy then uses its own assumption."""
         ...

@@ -327,6 +327,10 @@ class SiaGoodputEstimator:
         st = self._jobs.get(job.job_id)
         return () if st is None else tuple(sorted(st.unusable))
 
+    def restart_delay_s(self, job: JobView) -> float | None:
+        """Jobs do not report their checkpoint-restore time, so a learned estimator does not know it."""
+        return None
+
     def params(self, job: JobView, gpu_type: str) -> ThroughputParams | None:
         """The job's fitted throughput parameters on a type (the pooled model if not hetero-aware)."""
         st = self._jobs.get(job.job_id)

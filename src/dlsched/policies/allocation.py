@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 
 from dlsched.core import ClusterView, JobView
-from dlsched.policies.stages import Demand
+from dlsched.policies.stages import AllocationStage, AllocationTraits, Demand, Plan
 
 
 @dataclass
-class RigidGang:
+class RigidGang(AllocationStage):
     """Every job gets exactly the GPUs it asked for, all at once, or none.
 
     Jobs are taken in priority order until their summed demand first exceeds the cluster (the "cut queue"
@@ -21,9 +21,9 @@ class RigidGang:
     backfill: bool = False
     name: str = "gang"
     #: Jobs get exactly their request, so the engine rejects requests that can never fit.
-    rigid: bool = dataclasses.field(default=True, init=False)
+    traits: ClassVar[AllocationTraits] = AllocationTraits(rigid=True)
 
-    def allocate(self, view: ClusterView, ordered: list[JobView]) -> list[Demand]:
+    def allocate(self, view: ClusterView, ordered: list[JobView]) -> Plan:
         capacity = view.cluster.num_gpus
         demands: list[Demand] = []
         used = 0
@@ -35,4 +35,4 @@ class RigidGang:
                 break
             used += k
             demands.append(Demand(job=j, num_gpus=k, batch_size=j.spec.batch_size))
-        return demands
+        return Plan(demands)

@@ -9,27 +9,26 @@ from __future__ import annotations
 from dlsched.policies.allocation import RigidGang
 from dlsched.policies.ordering import Fifo, Las, Sjf, Srtf, Tiresias2DLas
 from dlsched.policies.placement import PackedPlacement, RandomPlacement
-from dlsched.policies.registry import (
-    SchedulerEntry,
-    register_allocation,
-    register_ordering,
-    register_placement,
-    register_scheduler,
-)
+from dlsched.policies.registry import SchedulerEntry, register_scheduler, register_stage
+from dlsched.policies.stages import AdmitAll, NoCoordination
 
-register_ordering("fifo", Fifo, "first in, first out")
-register_ordering("sjf", Sjf, "shortest (expected) job first")
-register_ordering("srtf", Srtf, "shortest remaining (expected) time first")
-register_ordering("las", Las, "least attained GPU-service first")
-register_ordering("tiresias-2dlas", Tiresias2DLas, "Tiresias's discretised 2D-LAS priority queues")
+register_stage("admission", "all", AdmitAll, "every active job takes part in every round")
+register_stage("coordination", "none", NoCoordination, "each job has its GPUs to itself (no packing)")
 
-register_allocation("gang", RigidGang, "rigid gang: each job gets exactly its requested GPUs, or none")
+register_stage("ordering", "fifo", Fifo, "first in, first out")
+register_stage("ordering", "sjf", Sjf, "shortest (expected) job first")
+register_stage("ordering", "srtf", Srtf, "shortest remaining (expected) time first")
+register_stage("ordering", "las", Las, "least attained GPU-service first")
+register_stage("ordering", "tiresias-2dlas", Tiresias2DLas, "Tiresias's discretised 2D-LAS priority queues")
 
-register_placement("packed-sticky", PackedPlacement, "consolidated; running jobs keep their GPUs (Tiresias)",
-                   sticky=True)
-register_placement("packed", PackedPlacement, "consolidated, re-placed every round (Gandiva-style)", sticky=False)
-register_placement("random-sticky", RandomPlacement, "random GPUs; running jobs keep theirs", sticky=True)
-register_placement("random", RandomPlacement, "random GPUs, re-placed every round", sticky=False)
+register_stage("allocation", "gang", RigidGang, "rigid gang: each job gets exactly its requested GPUs, or none")
+
+register_stage("placement", "packed-sticky", PackedPlacement,
+               "consolidated; running jobs keep their GPUs (Tiresias)", sticky=True)
+register_stage("placement", "packed", PackedPlacement, "consolidated, re-placed every round (Gandiva-style)",
+               sticky=False)
+register_stage("placement", "random-sticky", RandomPlacement, "random GPUs; running jobs keep theirs", sticky=True)
+register_stage("placement", "random", RandomPlacement, "random GPUs, re-placed every round", sticky=False)
 
 for _name, _ordering, _placement, _desc in (
     ("fifo", "fifo", "packed-sticky", "FIFO with rigid gangs and packed-sticky placement"),

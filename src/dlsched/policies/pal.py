@@ -44,7 +44,8 @@ from dlsched.estimators.pm_scores import (
     lv_matrix,
     traversal_order,
 )
-from dlsched.policies.stages import Demand
+from dlsched.policies.placement import keeps_current, start_placement
+from dlsched.policies.stages import Demand, PlacementStage, Plan
 
 _BIG = np.iinfo(np.int64).max // 4
 # Locality levels of the L x V matrix.
@@ -377,7 +378,7 @@ def cut_queue(demands: list[Demand], capacity: int) -> list[Demand]:
 
 
 @dataclass
-class PmFirstPlacement:
+class PmFirstPlacement(PlacementStage):
     """PM-First (Algorithm 1): each job of the cut queue, class A first, takes its class's best free GPUs.
 
     Tunables: the binning (``k_min``, ``k_max``, ``outlier_sigma``; ``binned=False`` uses the raw measured
@@ -388,6 +389,9 @@ class PmFirstPlacement:
     k_max: int = K_MAX
     outlier_sigma: float = OUTLIER_SIGMA
     binned: bool = True
+    #: Keep a running job on its GPUs when its demand is unchanged (PAL's placements are non-sticky; this
+    #: serves allocations that resize jobs, such as Sia's, which would otherwise restart every round).
+    sticky: bool = False
     name: str = "pm-first"
     _layout: tuple | None = field(default=None, init=False, repr=False)
     #: Counts of placements per locality level in the last round (for tests and reports).
@@ -409,10 +413,19 @@ class PmFirstPlacement:
         self._layout = (key, view.cluster, scores, pools)
         return pools
 
-    def place(self, view: ClusterView, demands: list[Demand]) -> Decision:
+    def place(self, view: ClusterView, plan: Plan) -> Decision:
         pools = self._pools(view)
-        decision = Decision()
-        queue = cut_queue(demands, view.cluster.num_gpus)
+        free_pool, decision, demands = start_placement(view, plan)
+        if self.sticky:
+            moving = []
+            for d in demands:
+                if keeps_current(view, free_pool, d):
+                    free_pool.take(d.job.placement.gpus)
+                    decision.place(d.job.job_id, d.job.placement, d.batch_size)
+                else:
+                    moving.append(d)
+            demands = moving
+        queue = cut_queue(demands, int(free_pool.free_mask.sum()))
         specs = [d.job.spec for d in queue]
         mc = view.model_class
         by_model = {m: mc.get(m, DEFAULT_CLASS) for m in {sp.model for sp in specs}}
@@ -429,6 +442,11 @@ class PmFirstPlacement:
         #: Demands that accept any GPU type (the common case), so runs of them need no per-job type check.
         free_type = [d.gpu_type is None and not specs[k].gpu_types for d, k in zip(q, order, strict=True)]
         rounds = {t: _RoundPool(p) for t, p in pools.items()}
+        if not free_pool.free_mask.all():  # reserved, pinned, kept or profiling GPUs are not ours to place on
+            for rp in rounds.values():
+                held = np.flatnonzero(~free_pool.free_mask[rp.pool.gpus])
+                if len(held):
+                    rp.take(held)
         levels = {"within": 0, "rack": 0, "across": 0}
         allocs = decision.allocations
         i, n = 0, len(q)

@@ -9,16 +9,16 @@ says otherwise. PAL's baselines are the core placements with the run's ordering:
 from __future__ import annotations
 
 from dlsched.policies.pal import PalPlacement, PmFirstPlacement
-from dlsched.policies.registry import SchedulerEntry, register_placement, register_scheduler
+from dlsched.policies.registry import SchedulerEntry, register_scheduler, register_stage
 
-register_placement("pm-first", PmFirstPlacement,
+register_stage("placement", "pm-first", PmFirstPlacement,
                    "PAL's PM-First: class A jobs first, each on its class's best-scoring free GPUs (non-sticky)")
-register_placement("pal", PalPlacement,
+register_stage("placement", "pal", PalPlacement,
                    "PAL: PM-First's order, L x V matrix trades PM-score bins against packing (non-sticky)")
 
 register_scheduler("pm-first", SchedulerEntry(
     description="FIFO with rigid gangs and PAL's PM-First placement", ordering="fifo", allocation="gang",
-    placement="pm-first"))
+    placement="pm-first", round_s=360.0))
 register_scheduler("pal", SchedulerEntry(
     description="FIFO with rigid gangs and PAL placement (variability and locality)", ordering="fifo",
-    allocation="gang", placement="pal"))
+    allocation="gang", placement="pal", round_s=360.0))

@@ -7,12 +7,13 @@ Every placement keeps a job on one GPU type.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from dlsched.core import Cluster, ClusterView, Decision, Placement
-from dlsched.policies.stages import Demand
+from dlsched.policies.stages import Demand, PlacementStage, Plan, ProfileRequest, Shape
 
 
 class FreePool:
@@ -42,11 +43,14 @@ class FreePool:
             self.free_mask[g] = False
             self.free_per_node[self.cluster.gpu_node[g]] -= 1
 
-    def allowed_types(self, demand: Demand) -> list[str]:
-        """Types the job accepts and that have enough free GPUs, most powerful first."""
+    def allowed_types(self, demand: Demand, shape: Shape | None = None) -> list[str]:
+        """Types the job accepts for ``shape`` (default: the demand's own) that have enough free GPUs, most
+        powerful first."""
+        shape = shape or Shape(demand.gpu_type, demand.num_gpus, demand.num_nodes)
         spec = demand.job.spec
-        types = [demand.gpu_type] if demand.gpu_type else list(reversed(self.cluster.type_names))
-        return [t for t in types if spec.allows_gpu_type(t) and self.free_of_type(t) >= demand.num_gpus]
+        types = [shape.gpu_type] if shape.gpu_type else list(reversed(self.cluster.type_names))
+        return [t for t in types if t in self._type_nodes and spec.allows_gpu_type(t)
+                and self.free_of_type(t) >= shape.num_gpus]
 
 
 def packed_gpus(pool: FreePool, gtype: str, k: int) -> tuple[list[int], int] | None:
@@ -87,35 +91,72 @@ def random_gpus(pool: FreePool, gtype: str, k: int, rng: np.random.Generator) ->
     return [gpus[i] for i in rng.choice(len(gpus), size=k, replace=False)]
 
 
-@dataclass
-class _BaselinePlacement:
-    """Shared driver: sticky keeps running jobs in place, then places the rest in priority order."""
+def place_profiles(pool: FreePool, profiles: list[ProfileRequest], decision: Decision) -> None:
+    """Profile each new job on packed free GPUs of every type it asks for (types without room are skipped)."""
+    for req in profiles:
+        gpus: list[int] = []
+        for gtype, k in req.shapes:
+            if gtype not in pool.cluster.nodes_of_type or pool.free_of_type(gtype) < k:
+                continue
+            got = packed_gpus(pool, gtype, k)
+            if got is not None:
+                pool.take(got[0])
+                gpus += got[0]
+        if gpus:
+            decision.profiles[req.job.job_id] = Placement.of(gpus)
 
-    sticky: bool = True
-    name: str = ""
 
-    def choose(self, pool: FreePool, demand: Demand) -> list[int] | None:
-        """The GPUs for one demand, or None if it cannot be placed this round (subclasses decide how)."""
-        return None
+def start_placement(view: ClusterView, plan: Plan) -> tuple[FreePool, Decision, list[Demand]]:
+    """What every placement does first: reserved GPUs out of reach, pinned jobs kept where they run, and
+    profiling GPUs handed out. Returns the pool left, the decision so far and the demands still to place."""
+    pool = FreePool(view.cluster, None if plan.reserved is None else plan.reserved.copy())
+    decision = Decision()
+    rest: list[Demand] = []
+    for d in plan.demands:
+        cur = d.job.placement
+        if d.pinned and cur and pool.is_free(cur.gpus):
+            pool.take(cur.gpus)
+            decision.place(d.job.job_id, cur, d.batch_size)
+        else:
+            rest.append(d)
+    place_profiles(pool, plan.profiles, decision)
+    return pool, decision, rest
 
-    def place(self, view: ClusterView, demands: list[Demand]) -> Decision:
-        pool = FreePool(view.cluster)
-        decision = Decision()
+
+def keeps_current(view: ClusterView, pool: FreePool, d: Demand) -> bool:
+    """Whether a running job's current GPUs satisfy its demand and are still free."""
+    cur = d.job.placement
+    return bool(cur) and len(cur) == d.num_gpus and pool.is_free(cur.gpus) \
+        and (d.gpu_type is None or view.cluster.gpu_type_of[cur.gpus[0]] == d.gpu_type)
+
+
+class _BaselinePlacement(PlacementStage):
+    """Shared driver: sticky keeps running jobs in place, then places the rest in the plan's order, each on
+    its preferred shape or else the first fallback shape that fits."""
+
+    sticky: bool
+    name: str
+
+    @abstractmethod
+    def choose(self, pool: FreePool, demand: Demand, shape: Shape) -> list[int] | None:
+        """The GPUs for one demand's shape, or None if it cannot be placed this round."""
+
+    def place(self, view: ClusterView, plan: Plan) -> Decision:
+        pool, decision, demands = start_placement(view, plan)
         pending: list[Demand] = []
         for d in demands:
-            cur = d.job.placement
-            if self.sticky and cur and len(cur) == d.num_gpus and pool.is_free(cur.gpus) \
-                    and (d.gpu_type is None or view.cluster.gpu_type_of[cur.gpus[0]] == d.gpu_type):
-                pool.take(cur.gpus)
-                decision.place(d.job.job_id, cur, d.batch_size)
+            if self.sticky and keeps_current(view, pool, d):
+                pool.take(d.job.placement.gpus)
+                decision.place(d.job.job_id, d.job.placement, d.batch_size)
             else:
                 pending.append(d)
         for d in pending:
-            gpus = self.choose(pool, d)
-            if gpus is None:
-                continue
-            pool.take(gpus)
-            decision.place(d.job.job_id, Placement.of(gpus), d.batch_size)
+            for shape in d.shapes():
+                gpus = self.choose(pool, d, shape)
+                if gpus is not None:
+                    pool.take(gpus)
+                    decision.place(d.job.job_id, Placement.of(gpus), d.batch_size)
+                    break
         return decision
 
 
@@ -126,10 +167,10 @@ class PackedPlacement(_BaselinePlacement):
     sticky: bool = True
     name: str = "packed-sticky"
 
-    def choose(self, pool: FreePool, demand: Demand) -> list[int] | None:
+    def choose(self, pool: FreePool, demand: Demand, shape: Shape) -> list[int] | None:
         best: tuple[int, int, list[int]] | None = None
-        for rank, t in enumerate(pool.allowed_types(demand)):
-            got = packed_gpus(pool, t, demand.num_gpus)
+        for rank, t in enumerate(pool.allowed_types(demand, shape)):
+            got = packed_gpus(pool, t, shape.num_gpus)
             if got is not None and (best is None or got[1] < best[0]):
                 best = (got[1], rank, got[0])
         return None if best is None else best[2]
@@ -147,9 +188,9 @@ class RandomPlacement(_BaselinePlacement):
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
 
-    def choose(self, pool: FreePool, demand: Demand) -> list[int] | None:
-        types = pool.allowed_types(demand)
+    def choose(self, pool: FreePool, demand: Demand, shape: Shape) -> list[int] | None:
+        types = pool.allowed_types(demand, shape)
         if not types:
             return None
         t = types[int(self.rng.integers(len(types)))]
-        return random_gpus(pool, t, demand.num_gpus, self.rng)
+        return random_gpus(pool, t, shape.num_gpus, self.rng)

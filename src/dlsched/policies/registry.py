@@ -1,23 +1,31 @@
-"""Named schedulers and stages, so the CLI and config files can compose and tune them.
+"""Named stages and the schedulers (presets) composed from them, so the CLI and config files can name,
+swap and tune them.
 
-Stages are dataclasses; their public fields (other than ``name``) are their tunables, with the defaults
-from their papers. ``--set key=value`` sets a tunable on whichever stage of the scheduler has it (or
-``stage.key=value`` to be explicit); a key no stage has is an error, never silently ignored.
+Every scheduler is five stages: admission, ordering, allocation, placement, coordination. A stage is a
+dataclass registered under a name; its public init fields (other than ``name`` and ``seed``) are its
+tunables, with the defaults from its paper. A field may carry ``metadata={"parse": fn}`` when its text form
+needs more than the field's type (``tau=on``).
+
+``--set key=value`` sets the tunable on whichever stage has it; ``KIND.key`` (``placement.k_max``) or
+``STAGE.key`` (``sia.p``) picks the stage explicitly. A key no stage has is an error, never ignored. This
+module is the one place where tunables are parsed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from dlsched.core import InputError
-from dlsched.policies.stages import Scheduler, StagedScheduler
+from dlsched.policies.stages import StagedScheduler
 
-_HIDDEN = {"name", "rng"}
+STAGE_KINDS = ("admission", "ordering", "allocation", "placement", "coordination")
+#: Fields that are not tunables: set by the registry (``name``, ``seed``) or internal.
+_HIDDEN = {"name", "seed", "rng"}
 
 
 @dataclass(frozen=True)
@@ -28,141 +36,187 @@ class StageEntry:
     fixed: dict[str, Any] = field(default_factory=dict)
     description: str = ""
 
+    def tunable_fields(self) -> list[dataclasses.Field]:
+        return [f for f in dataclasses.fields(self.cls)
+                if f.init and f.name not in _HIDDEN and f.name not in self.fixed and not f.name.startswith("_")]
+
     def tunables(self) -> dict[str, Any]:
+        """Tunable name -> default."""
         out = {}
-        for f in dataclasses.fields(self.cls):
-            if f.name in _HIDDEN or f.name in self.fixed or not f.init:
-                continue
+        for f in self.tunable_fields():
             out[f.name] = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         return out
+
+    def takes_seed(self) -> bool:
+        return any(f.name == "seed" and f.init for f in dataclasses.fields(self.cls))
 
 
 @dataclass(frozen=True)
 class SchedulerEntry:
-    """A named scheduler: either stages composed by name, or a factory for a monolithic scheduler."""
+    """A named scheduler: one registered stage of each kind, and the paper's defaults for the run."""
 
     description: str
-    ordering: str | None = None
-    allocation: str | None = None
-    placement: str | None = None
-    #: For schedulers that are not plain stage compositions: (settings, seed, ordering, placement) -> Scheduler.
-    factory: Callable[..., Scheduler] | None = None
-    #: Tunables of a factory-built scheduler, with defaults (stage compositions derive theirs).
-    factory_tunables: dict[str, Any] = field(default_factory=dict)
+    allocation: str
+    placement: str
+    ordering: str = "fifo"
+    admission: str = "all"
+    coordination: str = "none"
+    #: Round length the preset's paper uses (seconds); a run that does not say otherwise uses it.
+    round_s: float = 60.0
+
+    def stage(self, kind: str) -> str:
+        return str(getattr(self, kind))
 
 
-ORDERINGS: dict[str, StageEntry] = {}
-ALLOCATIONS: dict[str, StageEntry] = {}
-PLACEMENTS: dict[str, StageEntry] = {}
+STAGES: dict[str, dict[str, StageEntry]] = {kind: {} for kind in STAGE_KINDS}
+ORDERINGS = STAGES["ordering"]
+ALLOCATIONS = STAGES["allocation"]
+PLACEMENTS = STAGES["placement"]
 SCHEDULERS: dict[str, SchedulerEntry] = {}
 
 
-def register_ordering(name: str, cls: type, description: str = "", **fixed: Any) -> None:
-    ORDERINGS[name] = StageEntry(cls, fixed, description)
-
-
-def register_allocation(name: str, cls: type, description: str = "", **fixed: Any) -> None:
-    ALLOCATIONS[name] = StageEntry(cls, fixed, description)
-
-
-def register_placement(name: str, cls: type, description: str = "", **fixed: Any) -> None:
-    PLACEMENTS[name] = StageEntry(cls, fixed, description)
+def register_stage(kind: str, name: str, cls: type, description: str = "", **fixed: Any) -> None:
+    if kind not in STAGES:
+        raise ValueError(f"unknown stage kind '{kind}'")
+    STAGES[kind][name] = StageEntry(cls, fixed, description)
 
 
 def register_scheduler(name: str, entry: SchedulerEntry) -> None:
+    for kind in STAGE_KINDS:
+        if entry.stage(kind) not in STAGES[kind]:
+            raise ValueError(f"scheduler '{name}': unknown {kind} '{entry.stage(kind)}'")
     SCHEDULERS[name] = entry
 
 
-def _lookup(table: dict[str, StageEntry], name: str, what: str) -> StageEntry:
+def _lookup(kind: str, name: str) -> StageEntry:
+    table = STAGES[kind]
     if name not in table:
-        raise InputError(f"unknown {what} '{name}' (known: {', '.join(sorted(table))})", field=what)
+        raise InputError(f"unknown {kind} '{name}' (known: {', '.join(sorted(table))})", field=kind)
     return table[name]
 
 
 def parse_value(raw: str, annotation: Any, key: str) -> Any:
-    """Turn a ``--set`` string into the tunable's declared type."""
+    """Turn a ``--set`` string into the tunable's declared type; refuse what does not parse."""
     hint = annotation
     if isinstance(hint, str):
         hint = {"float": float, "int": int, "bool": bool, "str": str}.get(hint, hint)
     origin = typing.get_origin(hint)
+    name = getattr(hint, "__name__", str(hint))
     try:
         if origin in (typing.Union, types.UnionType):
             args = [a for a in typing.get_args(hint) if a is not type(None)]
-            if raw.lower() in ("none", "null", "off"):
+            if raw.strip().lower() in ("none", "null", "off"):
                 return None
             return parse_value(raw, args[0], key)
         if origin is tuple:
             inner = typing.get_args(hint)[0]
-            return tuple(parse_value(x, inner, key) for x in raw.split(",") if x.strip())
+            return tuple(parse_value(x.strip(), inner, key) for x in raw.split(",") if x.strip())
         if hint is bool:
-            if raw.lower() in ("1", "true", "yes", "on"):
+            text = raw.strip().lower()
+            if text in ("1", "true", "yes", "on"):
                 return True
-            if raw.lower() in ("0", "false", "no", "off"):
+            if text in ("0", "false", "no", "off"):
                 return False
             raise ValueError(raw)
-        if hint in (int, float, str):
-            return hint(raw)
+        if hint is float:
+            value = float(raw)
+            if not math.isfinite(value):
+                raise ValueError(raw)
+            return value
+        if hint is int:
+            return int(raw)
+        if hint is str:
+            return raw.strip()
     except ValueError:
-        raise InputError(f"cannot read '{raw}' as {getattr(hint, '__name__', hint)}", field=key) from None
+        raise InputError(f"cannot read '{raw}' as {name}", field=key) from None
     return raw
 
 
-def _instantiate(entry: StageEntry, settings: dict[str, str], prefix: str, used: set[str],
-                 extra: dict[str, Any]) -> Any:
+def _instantiate(kind: str, name: str, settings: dict[str, str], used: set[str], seed: int) -> Any:
+    entry = _lookup(kind, name)
     hints = typing.get_type_hints(entry.cls)
     kwargs: dict[str, Any] = dict(entry.fixed)
-    for key in entry.tunables():
-        for candidate in (f"{prefix}.{key}", key):
+    for f in entry.tunable_fields():
+        for candidate in (f"{kind}.{f.name}", f"{name}.{f.name}", f.name):
             if candidate in settings:
-                kwargs[key] = parse_value(settings[candidate], hints.get(key, str), candidate)
+                parse = f.metadata.get("parse")
+                raw = settings[candidate]
+                kwargs[f.name] = parse(raw, candidate) if parse else parse_value(raw, hints.get(f.name, str),
+                                                                                  candidate)
                 used.add(candidate)
                 break
-    names = {f.name for f in dataclasses.fields(entry.cls)}
-    kwargs.update({k: v for k, v in extra.items() if k in names and k not in entry.fixed})
-    if "name" in names and "name" not in kwargs:
-        kwargs["name"] = entry_name(entry, prefix)
-    return entry.cls(**kwargs)
+    if entry.takes_seed() and "seed" not in entry.fixed:
+        kwargs["seed"] = seed
+    if any(f.name == "name" for f in dataclasses.fields(entry.cls)):
+        kwargs["name"] = name
+    try:
+        return entry.cls(**kwargs)
+    except InputError:
+        raise
+    except (TypeError, ValueError) as exc:
+        key = next((k for k in kwargs if k in str(exc)), None)
+        raise InputError(f"{kind} '{name}': {exc}", field=key or kind) from None
 
 
-def entry_name(entry: StageEntry, prefix: str) -> str:
-    table = {"ordering": ORDERINGS, "allocation": ALLOCATIONS, "placement": PLACEMENTS}[prefix]
-    return next(n for n, e in table.items() if e is entry)
+def check_combination(chosen: dict[str, Any], names: dict[str, str], overridden: set[str]) -> None:
+    """Refuse compositions that cannot work, naming both stages and the reason."""
+    alloc, place = chosen["allocation"], chosen["placement"]
+    a, p = names["allocation"], names["placement"]
+    if place.traits.needs_spread and not alloc.traits.plans_spread:
+        raise InputError(f"placement '{p}' cannot follow allocation '{a}': it places by the per-node GPU "
+                         f"counts that only a node-planning allocation (pollux) provides", field="placement")
+    if place.traits.needs_gpu_type and not alloc.traits.names_gpu_type:
+        raise InputError(f"placement '{p}' cannot follow allocation '{a}': it needs demands that name a GPU "
+                         f"type, and '{a}' leaves the type to placement", field="placement")
+    if "ordering" in overridden and not alloc.traits.uses_order:
+        raise InputError(f"ordering '{names['ordering']}' cannot steer allocation '{a}': it ranks jobs "
+                         f"through its own objective (the ordering only breaks ties)", field="ordering")
 
 
-def build_scheduler(policy: str, *, ordering: str | None = None, placement: str | None = None,
-                    settings: dict[str, str] | None = None, seed: int = 0) -> Scheduler:
-    """Build a named scheduler, optionally swapping its ordering or placement and setting tunables."""
+def build_scheduler(policy: str, *, admission: str | None = None, ordering: str | None = None,
+                    allocation: str | None = None, placement: str | None = None,
+                    coordination: str | None = None, settings: dict[str, str] | None = None,
+                    seed: int = 0) -> StagedScheduler:
+    """Build a named scheduler, optionally swapping stages and setting tunables."""
     settings = dict(settings or {})
     if policy not in SCHEDULERS:
         raise InputError(f"unknown policy '{policy}' (known: {', '.join(sorted(SCHEDULERS))})", field="policy")
     entry = SCHEDULERS[policy]
-    if entry.factory is not None:
-        return entry.factory(settings=settings, seed=seed, ordering=ordering, placement=placement)
+    given = {"admission": admission, "ordering": ordering, "allocation": allocation, "placement": placement,
+             "coordination": coordination}
+    names = {k: given[k] or entry.stage(k) for k in STAGE_KINDS}
+    overridden = {k for k, v in given.items() if v is not None and v != entry.stage(k)}
     used: set[str] = set()
-    o = _instantiate(_lookup(ORDERINGS, ordering or entry.ordering, "ordering"), settings, "ordering", used, {})
-    a = _instantiate(_lookup(ALLOCATIONS, entry.allocation, "allocation"), settings, "allocation", used, {})
-    p = _instantiate(_lookup(PLACEMENTS, placement or entry.placement, "placement"), settings, "placement", used,
-                     {"seed": seed})
-    check_all_used(settings, used, policy)
-    return StagedScheduler(name=policy, ordering=o, allocation=a, placement=p)
-
-
-def check_all_used(settings: dict[str, str], used: set[str], policy: str) -> None:
+    chosen = {k: _instantiate(k, names[k], settings, used, seed) for k in STAGE_KINDS}
     unknown = sorted(set(settings) - used)
     if unknown:
-        raise InputError(f"policy '{policy}' has no tunable '{unknown[0]}' (see 'dlsched policies')",
-                         field=unknown[0])
+        raise InputError(f"policy '{policy}' ({', '.join(f'{k}={v}' for k, v in names.items())}) has no "
+                         f"tunable '{unknown[0]}' (see 'dlsched policies')", field=unknown[0])
+    check_combination(chosen, names, overridden)
+    return StagedScheduler(name=policy, **chosen)
+
+
+def stage_tunables(kind: str, name: str) -> dict[str, Any]:
+    return _lookup(kind, name).tunables()
 
 
 def scheduler_tunables(policy: str) -> dict[str, Any]:
-    """Tunables of a named scheduler with their defaults, as ``stage.key`` -> default."""
+    """Tunables of a named scheduler with their defaults, as ``kind.key`` -> default."""
     entry = SCHEDULERS[policy]
-    if entry.factory is not None:
-        return dict(entry.factory_tunables)
     out: dict[str, Any] = {}
-    for prefix, table, name in (("ordering", ORDERINGS, entry.ordering), ("allocation", ALLOCATIONS, entry.allocation),
-                                ("placement", PLACEMENTS, entry.placement)):
-        for k, v in table[name].tunables().items():
-            if k != "seed":
-                out[f"{prefix}.{k}"] = v
+    for kind in STAGE_KINDS:
+        for k, v in stage_tunables(kind, entry.stage(kind)).items():
+            out[f"{kind}.{k}"] = v
     return out
+
+
+def describe_scheduler(policy: str) -> dict[str, Any]:
+    """A preset as plain data: description, round length and, per stage, its name, what it does and its
+    tunables with defaults (what ``dlsched policies --format json`` prints)."""
+    entry = SCHEDULERS[policy]
+    stages = {}
+    for kind in STAGE_KINDS:
+        name = entry.stage(kind)
+        se = _lookup(kind, name)
+        stages[kind] = {"name": name, "description": se.description, "tunables": se.tunables()}
+    return {"name": policy, "description": entry.description, "round_s": entry.round_s, "stages": stages}

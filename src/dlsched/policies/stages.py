@@ -1,67 +1,224 @@
-"""Scheduler stages and their composition.
+"""The contracts between a scheduler's stages, and between the engine and a scheduler.
 
-A scheduler is admission -> ordering -> allocation -> placement (-> coordination). Each stage is a small
-object with one method, so the CLI can swap one (``--ordering las --placement pal``) without touching the
-others. Stages see only the :class:`~dlsched.core.ClusterView`.
+A scheduler is admission -> ordering -> allocation -> placement -> coordination, each a small object with
+one method, so the CLI can swap one (``--ordering las --placement pal``) without touching the others.
+Stages see only the :class:`~dlsched.core.ClusterView`.
+
+What flows between them:
+
+* admission returns the jobs that take part in this round;
+* ordering returns them in priority order;
+* allocation returns a :class:`Plan`: per job a :class:`Demand` (how many GPUs, of which type, over how many
+  nodes, at which batch size, and smaller shapes it would also accept), plus GPUs to profile new jobs on
+  and GPUs nobody may use (reservations);
+* placement turns the plan into a :class:`~dlsched.core.Decision` of exact GPU ids;
+* coordination may adjust what co-located jobs do on shared GPUs (the identity unless packing is on).
+
+State a stage carries from round to round (its previous decision, its estimator, leases, time-share
+accounting) lives on the stage object itself, in attributes its class docstring names. The registry builds
+fresh stage objects for every run, so no state leaks between runs.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol, runtime_checkable
+
+import numpy as np
 
 from dlsched.core import ClusterView, Decision, JobView
+from dlsched.estimators.base import GoodputEstimator
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A configuration: ``num_gpus`` GPUs of ``gpu_type`` over ``num_nodes`` nodes (None: any)."""
+
+    gpu_type: str | None
+    num_gpus: int
+    num_nodes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Demand:
-    """What allocation asks of placement: ``num_gpus`` GPUs (of ``gpu_type``, or any allowed type)."""
+    """What allocation asks of placement for one job.
+
+    ``num_gpus`` GPUs of ``gpu_type`` (None: any type the job accepts) over ``num_nodes`` nodes (None:
+    placement decides). ``batch_size`` None lets an adaptive job pick its own. ``pinned`` jobs must keep
+    their current GPUs (non-preemptible jobs, jobs in the middle of a restore). ``fallbacks`` are smaller
+    shapes the allocation would also accept, best first, for when the preferred one cannot be placed.
+    ``spread`` is a placement hint from allocations that plan GPUs per group of GPUs (Pollux's per-node
+    counts): ``(gpu ids of a group, GPUs wanted there)`` pairs; placements that plan themselves ignore it.
+    """
 
     job: JobView
     num_gpus: int
     gpu_type: str | None = None
     batch_size: int | None = None
-    #: Number of nodes the allocation expects (None: placement decides).
     num_nodes: int | None = None
+    pinned: bool = False
+    fallbacks: tuple[Shape, ...] = ()
+    spread: tuple[tuple[tuple[int, ...], int], ...] = ()
+
+    def shapes(self) -> list[Shape]:
+        """The preferred shape followed by the fallbacks."""
+        return [Shape(self.gpu_type, self.num_gpus, self.num_nodes), *self.fallbacks]
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileRequest:
+    """Profile a new job on ``(gpu_type, num_gpus)`` per type: the GPUs are held for the profiling time."""
+
+    job: JobView
+    shapes: tuple[tuple[str, int], ...]
+
+
+@dataclass(slots=True)
+class Plan:
+    """An allocation stage's answer: demands in the order placement should serve them, and the rest."""
+
+    demands: list[Demand] = field(default_factory=list)
+    profiles: list[ProfileRequest] = field(default_factory=list)
+    #: Boolean mask of GPUs no job may be placed on this round (reservations); None: none reserved.
+    reserved: np.ndarray | None = None
+    #: Numbers to record for the round (solver status, timings), copied into ``Decision.info``.
+    info: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationTraits:
+    """What an allocation stage promises, so the registry can refuse combinations that cannot work."""
+
+    #: Every job gets exactly its requested GPUs (the engine then rejects requests that can never fit).
+    rigid: bool = False
+    #: The priority order decides who gets GPUs (False: the stage ranks jobs through its own objective and
+    #: the ordering only breaks ties).
+    uses_order: bool = True
+    #: Demands carry ``spread`` hints (per-group GPU counts).
+    plans_spread: bool = False
+    #: Every demand names its GPU type.
+    names_gpu_type: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementTraits:
+    """What a placement stage needs from the allocation before it."""
+
+    #: Needs ``Demand.spread`` (it places by the allocation's per-group counts).
+    needs_spread: bool = False
+    #: Needs every demand to name its GPU type.
+    needs_gpu_type: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerTraits:
+    """What the engine asks of a scheduler before the first round."""
+
+    #: Jobs run on exactly the GPUs they request, so a request larger than any GPU type is an input error.
+    rigid: bool = False
+    #: The policy's estimator must answer from the simulator's truth (comparison runs only).
+    needs_oracle: bool = False
+    #: Several jobs may share a GPU (their shares must still sum to at most 1).
+    allows_packing: bool = False
 
 
 class Admission(Protocol):
+    """Which active jobs take part in this round's scheduling."""
+
+    name: str
+
     def admit(self, view: ClusterView) -> list[JobView]: ...
 
 
 class Ordering(Protocol):
+    """The priority order of the admitted jobs; ties break by submit time then job id."""
+
     name: str
 
     def order(self, view: ClusterView, jobs: list[JobView]) -> list[JobView]: ...
 
 
-class AllocationStage(Protocol):
-    name: str
+class AllocationStage(ABC):
+    """How many GPUs of which type each job gets.
 
-    def allocate(self, view: ClusterView, ordered: list[JobView]) -> list[Demand]: ...
-
-
-class PlacementStage(Protocol):
-    name: str
-
-    def place(self, view: ClusterView, demands: list[Demand]) -> Decision: ...
-
-
-class Scheduler(Protocol):
-    """Anything the engine can call once per round."""
+    Subclasses that consult a goodput estimator say so through :meth:`needs_oracle` and accept one through
+    :meth:`attach_estimator`; the engine's side of this is :attr:`StagedScheduler.traits`.
+    """
 
     name: str
-    #: True if the scheduler may put several jobs on one GPU (shares must still sum to at most 1).
+    traits: ClassVar[AllocationTraits] = AllocationTraits()
+
+    @abstractmethod
+    def allocate(self, view: ClusterView, ordered: list[JobView]) -> Plan: ...
+
+    def needs_oracle(self) -> bool:
+        """True when the stage's estimator must answer from the simulator's truth."""
+        return False
+
+    def attach_estimator(self, estimator: GoodputEstimator) -> None:
+        """Use ``estimator`` for goodput (the simulator's oracle in comparison runs)."""
+        raise TypeError(f"allocation '{self.name}' uses no goodput estimator")
+
+    def describe(self) -> str:
+        return self.name
+
+
+class PlacementStage(ABC):
+    """Which exact GPUs each demand gets; demands it cannot place this round get none."""
+
+    name: str
+    traits: ClassVar[PlacementTraits] = PlacementTraits()
+
+    @abstractmethod
+    def place(self, view: ClusterView, plan: Plan) -> Decision: ...
+
+
+class Coordination(Protocol):
+    """What co-located jobs do on shared GPUs (shares, per-worker batch splits)."""
+
+    name: str
+    #: True if the stage may give several jobs one GPU.
     allows_packing: bool
+
+    def coordinate(self, view: ClusterView, decision: Decision) -> Decision: ...
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    """Anything the engine (or the runtime) can call once per round."""
+
+    name: str
+
+    @property
+    def traits(self) -> SchedulerTraits: ...
 
     def schedule(self, view: ClusterView) -> Decision: ...
 
+    def attach_oracle(self, estimator: GoodputEstimator) -> None: ...
 
+    def describe(self) -> str: ...
+
+
+@dataclass
 class AdmitAll:
-    """Every submitted job is active at once (no profiling queue)."""
+    """Every active job takes part (no admission control)."""
+
+    name: str = "all"
 
     def admit(self, view: ClusterView) -> list[JobView]:
         return list(view.jobs)
+
+
+@dataclass
+class NoCoordination:
+    """Each job has its GPUs to itself; the decision passes unchanged."""
+
+    name: str = "none"
+    allows_packing: bool = False
+
+    def coordinate(self, view: ClusterView, decision: Decision) -> Decision:
+        return decision
 
 
 @dataclass
@@ -69,23 +226,34 @@ class StagedScheduler:
     """A scheduler composed of one stage of each kind."""
 
     name: str
+    admission: Admission
     ordering: Ordering
     allocation: AllocationStage
     placement: PlacementStage
-    admission: Admission = field(default_factory=AdmitAll)
-    allows_packing: bool = False
+    coordination: Coordination = field(default_factory=NoCoordination)
+
+    @property
+    def traits(self) -> SchedulerTraits:
+        return SchedulerTraits(rigid=self.allocation.traits.rigid, needs_oracle=self.allocation.needs_oracle(),
+                               allows_packing=self.coordination.allows_packing)
 
     def schedule(self, view: ClusterView) -> Decision:
         jobs = self.admission.admit(view)
         ordered = self.ordering.order(view, jobs)
-        demands = self.allocation.allocate(view, ordered)
-        return self.placement.place(view, demands)
+        plan = self.allocation.allocate(view, ordered)
+        decision = self.placement.place(view, plan)
+        decision.info.update(plan.info)
+        return self.coordination.coordinate(view, decision)
 
-    @property
-    def rigid(self) -> bool:
-        """True when every job runs on exactly the GPUs it requested (so each request must fit)."""
-        return bool(getattr(self.allocation, "rigid", False))
+    def attach_oracle(self, estimator: GoodputEstimator) -> None:
+        self.allocation.attach_estimator(estimator)
+
+    def stages(self) -> dict[str, str]:
+        """Stage kind -> the name it was registered under."""
+        return {"admission": self.admission.name, "ordering": self.ordering.name,
+                "allocation": self.allocation.name, "placement": self.placement.name,
+                "coordination": self.coordination.name}
 
     def describe(self) -> str:
-        return f"{self.name} (ordering={self.ordering.name}, allocation={self.allocation.name}, " \
-               f"placement={self.placement.name})"
+        inner = ", ".join(f"{k}={v}" for k, v in self.stages().items())
+        return f"{self.name} ({inner})"

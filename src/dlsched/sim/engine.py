@@ -115,7 +115,8 @@ class Engine:
         self.world = world
         self.config = config or SimConfig()
         self.on_progress = on_progress
-        self.rigid = bool(getattr(scheduler, "rigid", False))
+        self.traits = scheduler.traits
+        self.rigid = self.traits.rigid
         phys = validate_jobs(specs, cluster, world, rigid=self.rigid)
         order = sorted(range(len(specs)), key=lambda i: (specs[i].submit_time_s, specs[i].job_id))
         self.pending = [_JobState(Job(spec=specs[i]), phys[i]) for i in order]
@@ -184,7 +185,7 @@ class Engine:
             decision = self.scheduler.schedule(view)
             policy_s = time.perf_counter() - p0
             check_decision(decision, self.cluster, {k: s.job.spec for k, s in self.active.items()},
-                           allows_packing=self.scheduler.allows_packing, rigid=self.rigid,
+                           allows_packing=self.traits.allows_packing, rigid=self.rigid,
                            policy=self.scheduler.name,
                            profiling={k for k, s in self.active.items() if s.job.profiling_until_s > t},
                            current={k: (s.job.placement, s.job.batch_size) for k, s in self.active.items()

@@ -2,7 +2,7 @@
 
 Only for comparison runs (seed 003, section 3.5.8: Oracle knows every job's throughput on any set of
 resources; it bounds what better profiling could buy). It lives in ``sim`` because it reads the world, which
-policies and estimators may not import; the runner hands it to a scheduler that sets ``wants_oracle``.
+policies and estimators may not import; the run function hands it to a scheduler whose traits say ``needs_oracle``.
 
 It implements :class:`dlsched.estimators.base.GoodputEstimator`. A job's true progress is hidden from the
 view, so it is rebuilt from what the job reports: ``progress_fraction * total_work`` of the job's physics.
@@ -21,6 +21,7 @@ import numpy as np
 
 from dlsched.core import Adaptivity, ClusterView, JobView
 from dlsched.estimators.base import GoodputEstimate
+from dlsched.estimators.goodput import GoodputTable
 from dlsched.world.base import AdaptiveJobPhysics, JobPhysics, Rate, World
 
 
@@ -124,3 +125,30 @@ class OracleGoodput:
             if rate is not None:
                 out[i] = rate.work_per_s
         return out
+
+    def evaluate_many(self, job: JobView, gpu_type: str, shapes: np.ndarray) -> GoodputTable:
+        """The world's goodput, batch size, throughput and efficiency for each shape (0 where it cannot run)."""
+        rows = np.asarray(shapes).reshape(-1, 2)
+        n = len(rows)
+        good, bsz, tput, eff = np.zeros(n), np.zeros(n, dtype=int), np.zeros(n), np.zeros(n)
+        local, accum = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
+        for i, (nodes, k) in enumerate(rows):
+            rate = self._rate(job, gpu_type, int(nodes), int(k))
+            if rate is None or not rate.work_per_s > 0:
+                continue
+            good[i] = rate.work_per_s
+            bsz[i] = int(rate.batch_size or 0)
+            tput[i] = rate.throughput_sps if rate.throughput_sps > 0 else rate.work_per_s
+            eff[i] = rate.efficiency
+            local[i] = int(rate.local_bsz or 0)
+            accum[i] = int(rate.accum_steps)
+        return GoodputTable(goodput=good, batch_size=bsz, throughput_sps=tput, efficiency=eff, local_bsz=local,
+                            accum_steps=accum)
+
+    def unusable_types(self, job: JobView) -> tuple[str, ...]:
+        """The oracle never needs to try a type to learn that a job cannot run there."""
+        return ()
+
+    def restart_delay_s(self, job: JobView) -> float | None:
+        """The world's true checkpoint-restore delay of the job."""
+        return float(self.physics_of(job.job_id).restart_delay_s)

@@ -118,7 +118,7 @@ def prepare(config: RunConfig,
     world = World(cluster, world_cfg, seed=config.seed)
     sim_cfg = SimConfig(round_s=config.round_s, seed=config.seed, **engine_kwargs)
     engine = Engine(cluster, specs, scheduler, world, sim_cfg, on_progress=on_progress)
-    if getattr(scheduler, "wants_oracle", False):
+    if scheduler.traits.needs_oracle:
         # comparison runs only: the policy's estimator answers from the world's truth (Sia's "oracle")
         from dlsched.sim.oracle import OracleGoodput
 

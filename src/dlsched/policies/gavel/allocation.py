@@ -1,0 +1,232 @@
+"""Gavel (OSDI'20): the allocation stage, Gavel's round-based mechanism around its LPs (:mod:`.lp`).
+
+The mechanism turns fractions into leases: rounds last ``lease_s`` (360 s). Every job keeps, per type,
+the time it has received; its priority on a type is ``X[j, t] / (time received on t / time given on t)``
+(new jobs start with half a round on every type). Jobs are taken greedily by priority (a job at most once,
+if its whole gang fits in the type's remaining GPUs) and placed: a job staying on its type keeps its GPUs
+when they are still free, the others are packed on as few nodes as possible, biggest gangs first. Leases
+hold for the whole round even when the engine's round is shorter: a job that finishes early leaves its GPUs
+idle and a job that arrives waits for the next round, as in Gavel. A job moved or preempted pays the
+checkpoint-restore the engine charges on every placement change.
+
+Jobs are rigid: each runs on exactly its requested GPU count with its requested batch size.
+
+Throughputs. Gavel assumes every job's throughput on every GPU type is known. Here it comes from Sia's
+goodput estimator in ``bootstrap`` mode: a new job is first profiled on one GPU of each type (through
+``Decision.profiles``, on GPUs no lease holds; the engine charges the time), and ``T[j, t]`` is then the
+estimator's throughput for the job's fixed configuration, packed on type ``t`` (eq. 3.1 extrapolates from
+the one-GPU profile until the job has run multi-GPU). Throughputs thus cost what they cost Sia, and improve
+as jobs report.
+
+The stage hands placement its leases in Gavel's order (biggest gangs first); the ``gavel-lease`` placement
+keeps a job on its GPUs when it stays on its type and they are free, and packs the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from dlsched.core import Adaptivity, ClusterView, JobView
+from dlsched.estimators.base import GoodputEstimator
+from dlsched.policies.gavel.lp import LP_METHODS, OBJECTIVES, normalized, solve_allocation
+from dlsched.policies.stages import AllocationStage, AllocationTraits, Demand, Plan, ProfileRequest
+
+
+def rigid_view(job: JobView) -> JobView:
+    """The job as Gavel runs it: its requested GPU count and batch size, nothing adaptive."""
+    if job.spec.adaptivity is Adaptivity.RIGID:
+        return job
+    return dataclasses.replace(job, spec=dataclasses.replace(job.spec, adaptivity=Adaptivity.RIGID))
+
+
+def rigid_batch(job: JobView) -> int | None:
+    """The batch size a rigid run uses: the requested one, else the initial batch of its model."""
+    if job.spec.batch_size is not None:
+        return job.spec.batch_size
+    if job.spec.adaptivity is Adaptivity.RIGID:
+        return None
+    return job.batch_limits[0] if job.batch_limits else None
+
+
+@dataclass
+class GavelAllocation(AllocationStage):
+    """Gavel's policies and leases; the fields are its tunables, with the defaults of the Sia comparison.
+
+    State carried across rounds: the estimator, the time each job received per type and the time given
+    per type (priorities), the current lease's start and its holders (job -> GPU type), the last LP
+    solution (``time_fractions``, job -> {type: fraction}) and each LP's wall time (``lp_s``).
+    """
+
+    #: The policy: max-sum-throughput, finish-time-fairness or max-min.
+    objective: str = "max-sum-throughput"
+    #: Round (lease) length in seconds; leases are kept this long even if the engine's round is shorter.
+    lease_s: float = 360.0
+    #: Profile new jobs on one GPU of each type before scheduling them (throughputs must be known).
+    profile: bool = True
+    #: LP algorithm: ``ipm`` behaves like Gavel's interior-point solver, ``simplex`` returns a vertex.
+    lp_method: str = "ipm"
+    name: str = "gavel"
+
+    traits: ClassVar[AllocationTraits] = AllocationTraits(rigid=True, uses_order=False, names_gpu_type=True)
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"unknown Gavel objective '{self.objective}' (one of: {', '.join(OBJECTIVES)})")
+        if not (math.isfinite(self.lease_s) and self.lease_s > 0):
+            raise ValueError(f"lease_s must be a positive number of seconds, got {self.lease_s}")
+        if self.lp_method not in LP_METHODS:
+            raise ValueError(f"unknown LP method '{self.lp_method}' (one of: {', '.join(LP_METHODS)})")
+        from dlsched.estimators.goodput import SiaGoodputEstimator
+
+        self.estimator: GoodputEstimator = SiaGoodputEstimator(mode="bootstrap" if self.profile else "none",
+                                                               hetero_aware=True)
+        self._job_time: dict[str, dict[str, float]] = {}
+        self._cluster_time: dict[str, float] = {}
+        self._lease_start = -math.inf
+        self._leases: dict[str, str] = {}
+        self.time_fractions: dict[str, dict[str, float]] = {}
+        self.lp_s: list[float] = []
+
+    def attach_estimator(self, estimator: GoodputEstimator) -> None:
+        self.estimator = estimator
+
+    def describe(self) -> str:
+        return f"{self.name} (objective={self.objective}, lease_s={self.lease_s:g})"
+
+    # -- throughputs -----------------------------------------------------------------------------------
+    def throughput(self, job: JobView, gpu_type: str, per_node: int, gpus_of_type: int) -> float:
+        """Samples (or work units) per second of the job's fixed configuration, packed on ``gpu_type``."""
+        k = job.spec.num_gpus
+        if k > gpus_of_type or not job.spec.allows_gpu_type(gpu_type):
+            return 0.0
+        nodes = max(1, math.ceil(k / max(per_node, 1)))
+        out = self.estimator.evaluate_many(rigid_view(job), gpu_type, np.array([[nodes, k]]))
+        value = float(out.throughput_sps[0]) if out.goodput[0] > 0 else 0.0
+        return value if math.isfinite(value) and value > 0 else 0.0
+
+    @staticmethod
+    def _remaining_s(job: JobView) -> float:
+        rem = job.remaining_estimate_s()
+        if rem is None and job.progress_fraction > 0 and job.attained_service_s > 0:
+            rem = job.attained_service_s * (1.0 - job.progress_fraction) / job.progress_fraction
+        return float(rem) if rem is not None and math.isfinite(rem) and rem > 0 else 3600.0
+
+    # -- one engine round ------------------------------------------------------------------------------
+    def allocate(self, view: ClusterView, ordered: list[JobView]) -> Plan:
+        t_est = time.perf_counter()
+        self.estimator.update(view)
+        t_est = time.perf_counter() - t_est
+        active = {j.job_id: j for j in view.jobs}
+        for job_id in [k for k in self._job_time if k not in active]:
+            del self._job_time[job_id]
+        new_round = view.round_s >= self.lease_s - 1e-9 or view.time_s >= self._lease_start + self.lease_s - 1e-6
+        free = dict(view.cluster.gpus_per_type)
+        plan = Plan()
+        if new_round:
+            self._lease_start = view.time_s
+            if self.profile:
+                self._profile(view, free, plan, new_only=True)
+            self._leases = self._new_lease(view, free, plan)
+        else:
+            self._leases = {k: g for k, g in self._leases.items() if k in active and not active[k].profiling}
+            for k, g in self._leases.items():
+                free[g] -= active[k].spec.num_gpus
+            if self.profile:
+                self._profile(view, free, plan, new_only=False)
+        plan.demands = [Demand(job=active[k], num_gpus=active[k].spec.num_gpus, gpu_type=g,
+                               batch_size=rigid_batch(active[k]), pinned=not new_round)
+                        for k, g in self._leases.items()]
+        plan.info["gavel.estimator_s"] = t_est
+        return plan
+
+    def _profile(self, view: ClusterView, free: dict[str, int], plan: Plan, *, new_only: bool) -> None:
+        """Profile jobs on one free gang of each GPU type they have not been measured on.
+
+        At a lease's start only jobs never profiled are (a partly profiled job takes its lease instead);
+        inside a lease, a waiting job is also profiled on the types it missed.
+        """
+        cluster = view.cluster
+        for j in sorted(view.jobs, key=lambda j: (j.spec.submit_time_s, j.job_id)):
+            if j.profiling or j.job_id in self._leases or j.is_running:
+                continue
+            if new_only and j.profiled_types:
+                continue
+            unit = max(1, int(j.spec.gpu_unit))
+            shapes = []
+            for g in cluster.type_names:
+                if g in j.profiled_types or not j.spec.allows_gpu_type(g) \
+                        or cluster.gpus_per_type[g] < j.spec.num_gpus or free[g] < unit:
+                    continue
+                shapes.append((g, unit))
+                free[g] -= unit
+            if shapes:
+                plan.profiles.append(ProfileRequest(j, tuple(shapes)))
+
+    def _new_lease(self, view: ClusterView, free: dict[str, int], plan: Plan) -> dict[str, str]:
+        """Solve the LP, rank (job, type) pairs by priority and hand out leases; job -> type, biggest first."""
+        cluster = view.cluster
+        types = list(cluster.type_names)
+        profiled = {r.job.job_id for r in plan.profiles}
+        jobs = [j for j in sorted(view.jobs, key=lambda j: (j.spec.submit_time_s, j.job_id))
+                if not j.profiling and j.job_id not in profiled]
+        for j in jobs:
+            if j.job_id not in self._job_time:
+                self._job_time[j.job_id] = {g: self.lease_s / 2 for g in types}
+                for g in types:
+                    self._cluster_time[g] = self._cluster_time.get(g, 0.0) + self.lease_s / 2
+        per_node = {g: max(cluster.nodes[n].num_gpus for n in cluster.nodes_of_type[g]) for g in types}
+        tput = np.array([[self.throughput(j, g, per_node[g], cluster.gpus_per_type[g]) for g in types]
+                         for j in jobs]).reshape(len(jobs), len(types))
+        keep = tput.sum(axis=1) > 0
+        jobs = [j for j, k in zip(jobs, keep, strict=True) if k]
+        tput = tput[keep]
+        if not jobs:
+            self.time_fractions = {}
+            return {}
+        scale = np.array([j.spec.num_gpus for j in jobs], dtype=float)
+        capacity = np.array([free[g] for g in types], dtype=float)
+        norm = normalized(tput)
+        remaining = np.array([self._remaining_s(j) for j in jobs]) * norm.max(axis=1)
+        t0 = time.perf_counter()
+        x = solve_allocation(self.objective, tput, scale, capacity, ages_s=np.array([j.age_s for j in jobs]),
+                             remaining=remaining, method=self.lp_method)
+        self.lp_s.append(time.perf_counter() - t0)
+        plan.info["gavel.lp_s"] = self.lp_s[-1]
+        self.time_fractions = {j.job_id: {g: float(x[i, k]) for k, g in enumerate(types)} for i, j in enumerate(jobs)}
+        # priorities: allocation over the fraction of the type's time the job has received
+        entries = []
+        rank = {g: i for i, g in enumerate(types)}
+        for i, j in enumerate(jobs):
+            for k, g in enumerate(types):
+                if tput[i, k] <= 0:
+                    continue
+                total = self._cluster_time.get(g, 0.0)
+                frac = self._job_time[j.job_id][g] / total if total > 0 else 0.0
+                if x[i, k] <= 0:
+                    prio = 0.0
+                elif frac > 0:
+                    prio = x[i, k] / frac
+                else:
+                    prio = x[i, k] * 1e9
+                entries.append((-prio, -x[i, k], j.spec.submit_time_s, -rank[g], i, g))
+        entries.sort()
+        left = dict(free)
+        chosen: dict[int, str] = {}
+        for _, _, _, _, i, g in entries:
+            k = jobs[i].spec.num_gpus
+            if i in chosen or k > left[g]:
+                continue
+            chosen[i] = g
+            left[g] -= k
+        order = sorted(chosen, key=lambda i: (-jobs[i].spec.num_gpus, jobs[i].spec.submit_time_s, jobs[i].job_id))
+        leases = {jobs[i].job_id: chosen[i] for i in order}
+        for job_id, g in leases.items():  # every lease fits its type's free GPUs, so placement serves it
+            self._job_time[job_id][g] += self.lease_s
+            self._cluster_time[g] = self._cluster_time.get(g, 0.0) + self.lease_s
+        return leases

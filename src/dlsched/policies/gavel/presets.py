@@ -1,0 +1,26 @@
+"""Registration of Gavel's stages and the ``gavel`` preset.
+
+``--set`` keys (``gavel.KEY`` and ``allocation.KEY`` are accepted as well): ``objective``
+(``max-sum-throughput``, ``finish-time-fairness``, ``max-min``), ``lease_s`` (360 s), ``profile`` (profile
+new jobs before scheduling them; with ``off`` throughputs are learnt as jobs run), ``lp_method``. Gavel runs
+jobs rigidly; pair it with TunedJobs (``--trace sia-philly:1@tuned``) as the thesis does. The preset's
+rounds are Gavel's 360 s leases.
+"""
+
+from __future__ import annotations
+
+from dlsched.policies.gavel.allocation import GavelAllocation
+from dlsched.policies.placement import PackedPlacement
+from dlsched.policies.registry import SchedulerEntry, register_scheduler, register_stage
+
+register_stage("allocation", "gavel", GavelAllocation,
+               "Gavel: heterogeneity-aware LP over time fractions per GPU type, priorities from time "
+               "received, leases of lease_s seconds, rigid jobs")
+register_stage("placement", "gavel-lease", PackedPlacement,
+               "Gavel's lease placement: a job staying on its type keeps its free GPUs, the others are packed "
+               "on few nodes in the allocation's order (biggest gangs first)", sticky=True)
+
+register_scheduler("gavel", SchedulerEntry(
+    description="Gavel (OSDI'20): heterogeneity-aware LP over time fractions per GPU type (max-sum-throughput, "
+                "finish-time-fairness, max-min), round-based leases of 360 s, rigid jobs",
+    ordering="fifo", allocation="gavel", placement="gavel-lease", round_s=360.0))

@@ -1,0 +1,336 @@
+"""Sia's allocation stage: goodput-optimised, heterogeneity-aware choice of a configuration per job
+(thesis chapter 3, sections 3.3-3.5).
+
+Every round:
+
+1. **Profiling.** A new job is first profiled on one minimum-sized configuration of each GPU type it
+   accepts (:mod:`~dlsched.policies.sia.profiling`); it may be allocated once profiling has finished. With
+   ``profiling=oracle`` or ``none`` jobs skip this step.
+2. **Configurations** (:mod:`~dlsched.policies.sia.configs`).
+3. **Options and values** (:mod:`~dlsched.policies.sia.problem`): normalised goodput, restart factor
+   (eq. 3.3), fairness exponent ``p`` and no-allocation penalty ``lambda_`` (eq. 3.4), with the time-varying
+   penalty of section 3.5.6 when ``tau`` is set (:mod:`~dlsched.policies.sia.accounting`).
+4. **Constraints.** At most one configuration per job; per GPU type the chosen GPU counts fit the GPUs left
+   after reservations and profiling; a job may at most double its GPU count per round (``max_doubling``) and
+   never goes below its minimum; hybrid-parallel jobs use multiples of their ``gpu_unit``; rigid jobs get
+   exactly their GPU count (eq. 3.5); non-preemptible jobs and jobs in the middle of a checkpoint-restore
+   keep their configuration (forced options, as the artifact does).
+5. **Solve** with HiGHS: the exact MILP for small problems, the warm-started LP relaxation plus rounding
+   (:class:`~dlsched.solvers.highs.IncrementalAssignment`) at scale (``solver=auto``).
+
+The result is a :class:`~dlsched.policies.stages.Plan` whose demands name type, GPU count and nodes; each
+carries the job's smaller options as fallbacks, best first, for a placement that cannot fit the chosen one.
+Sia's own placer is :class:`~dlsched.policies.sia.placement.SiaPlacement`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from dlsched.core import Adaptivity, Cluster, ClusterView, InputError, JobStatus, JobView
+from dlsched.estimators.base import GoodputEstimator
+from dlsched.policies.sia.accounting import RESTART_PENALTY_S, TimeShare, restart_factor
+from dlsched.policies.sia.configs import ConfigSet, build_config_set, current_config, reserved_gpus
+from dlsched.policies.sia.problem import (
+    Candidates,
+    Objective,
+    Options,
+    RoundInputs,
+    build_options,
+    candidates_of,
+)
+from dlsched.policies.sia.profiling import ProfilePlanner
+from dlsched.policies.stages import AllocationStage, AllocationTraits, Demand, Plan, Shape
+from dlsched.solvers.highs import AssignmentProblem, AssignmentResult, IncrementalAssignment, solve_assignment
+
+PROFILING_MODES = ("bootstrap", "oracle", "none")
+SOLVERS = ("auto", "milp", "lp-round", "incremental")
+#: Default window of the time-varying penalty when switched on without a value (section 3.5.6).
+DEFAULT_TAU_S = 300.0
+
+
+def parse_tau(raw: str, key: str) -> float | None:
+    """``on`` for the thesis's 300 s, ``off``/``0`` to disable, else seconds."""
+    text = raw.strip().lower()
+    if text in ("on", "true", "yes"):
+        return DEFAULT_TAU_S
+    if text in ("0", "off", "none", "false", "no"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"cannot read '{raw}' as seconds (or on/off)", field=key) from None
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f"tau must be a positive number of seconds (or off), got '{raw}'", field=key)
+    return value
+
+
+def parse_reservation(item: str) -> tuple[str, int]:
+    gtype, sep, count = item.partition(":")
+    if not sep or not count.strip().isdigit():
+        raise ValueError(f"reservation must look like 'type:count', got '{item}'")
+    return gtype.strip(), int(count)
+
+
+@dataclass
+class SiaAllocation(AllocationStage):
+    """The Sia policy's allocation (see the module docstring); the fields are its tunables.
+
+    State carried across rounds: the estimator (bootstrapped throughput models refined by observations),
+    the configuration set and per-job candidates of the cluster, the kept HiGHS model of incremental
+    solves, the profiling planner and the time-share accounting.
+    """
+
+    #: Fairness exponent on normalised goodput; p < 0 minimises (section 3.3.4, default -0.5).
+    p: float = -0.5
+    #: Penalty for leaving a job without GPUs (default 1.1).
+    lambda_: float = 1.1
+    #: ``sia`` (eq. 3.3), ``off`` (no discount), or a fixed factor in (0, 1].
+    restart_factor: str = "sia"
+    #: Restart cost S_i assumed for models the estimator and the per-model table do not know (seconds).
+    restart_penalty_s: float = 30.0
+    #: Window of the time-varying no-allocation penalty (seconds); None disables it (section 3.5.6).
+    tau: float | None = field(default=None, metadata={"parse": parse_tau})
+    #: How new jobs' throughput is learned: ``bootstrap`` (profile one min config per type), ``oracle``
+    #: (the simulator's truth; comparison runs only) or ``none`` (learn as you go).
+    profiling: str = "bootstrap"
+    #: ``milp`` (exact), ``lp-round`` (interior-point relaxation + rounding), ``incremental`` (warm-started
+    #: simplex on an edited model + rounding) or ``auto`` (MILP up to ``milp_max_options`` options).
+    solver: str = "auto"
+    milp_max_options: int = 2500
+    #: Limit GPU-count growth to 2x per round (jobs start from their minimum).
+    max_doubling: bool = True
+    #: Keep the configuration of jobs in the middle of a checkpoint-restore (as Sia's artifact does).
+    keep_restarting: bool = True
+    #: Job ids that may never be preempted once running (their configuration is forced).
+    non_preemptible: tuple[str, ...] = ()
+    #: Reserved GPUs per type, ``type:count`` (taken out of Sia's hands, whole nodes from the end).
+    reserve: tuple[str, ...] = ()
+    #: Largest share of a GPU type's GPUs that profiling may take in one round.
+    max_profile_share: float = 0.25
+    #: MILP time limit per round (seconds); past it the incumbent (or the rounded relaxation) is used.
+    time_limit_s: float = 10.0
+    name: str = "sia"
+
+    traits: ClassVar[AllocationTraits] = AllocationTraits(uses_order=False, names_gpu_type=True)
+
+    def __post_init__(self) -> None:
+        self._validate()
+        self.estimator: GoodputEstimator | None = None
+        if self.profiling != "oracle":
+            from dlsched.estimators.goodput import SiaGoodputEstimator
+
+            self.estimator = SiaGoodputEstimator(mode=self.profiling, hetero_aware=True)
+        self._configs: tuple[int, ConfigSet] | None = None
+        self._incremental: IncrementalAssignment | None = None
+        self._cands: dict[str, Candidates | None] = {}
+        self._planner = ProfilePlanner(self.max_profile_share)
+        self._timeshare = TimeShare(self.lambda_, self.tau)
+        self._reservations = [parse_reservation(r) for r in self.reserve]
+        self._non_preemptible = set(self.non_preemptible)
+
+    def _validate(self) -> None:
+        if self.p == 0 or not math.isfinite(self.p):
+            raise ValueError(f"p must be a non-zero number, got {self.p}")
+        if self.lambda_ < 0:
+            raise ValueError(f"lambda_ must be >= 0, got {self.lambda_}")
+        if self.profiling not in PROFILING_MODES:
+            raise ValueError(f"profiling must be one of {', '.join(PROFILING_MODES)}, got '{self.profiling}'")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {', '.join(SOLVERS)}, got '{self.solver}'")
+        if self.tau is not None and self.tau <= 0:
+            raise ValueError(f"tau must be positive (or off), got {self.tau}")
+        if self.restart_penalty_s <= 0:
+            raise ValueError(f"restart_penalty_s must be positive, got {self.restart_penalty_s}")
+        if self.milp_max_options < 0 or self.time_limit_s <= 0:
+            raise ValueError("milp_max_options must be >= 0 and time_limit_s positive")
+        rf = str(self.restart_factor).strip().lower()
+        rf = {"on": "sia", "true": "sia", "eq3.3": "sia", "formula": "sia",
+              "none": "off", "false": "off", "0": "off", "no": "off"}.get(rf, rf)
+        if rf not in ("sia", "off"):
+            try:
+                v = float(rf)
+            except ValueError:
+                raise ValueError(f"restart_factor must be 'sia', 'off' or a number in (0, 1], got '{rf}'") from None
+            if not 0 < v <= 1:
+                raise ValueError(f"restart_factor must be in (0, 1], got {v}")
+        self.restart_factor = rf
+        if not 0 < self.max_profile_share <= 1:
+            raise ValueError(f"max_profile_share must be in (0, 1], got {self.max_profile_share}")
+        for item in self.reserve:
+            parse_reservation(item)
+
+    # -- estimator wiring ------------------------------------------------------------------------------
+    def needs_oracle(self) -> bool:
+        return self.profiling == "oracle"
+
+    def attach_estimator(self, estimator: GoodputEstimator) -> None:
+        self.estimator = estimator
+
+    def _ensure_estimator(self) -> GoodputEstimator:
+        if self.estimator is None:
+            raise RuntimeError("Sia with profiling=oracle needs the simulator's oracle (attach_oracle)")
+        return self.estimator
+
+    def describe(self) -> str:
+        return (f"sia (p={self.p}, lambda_={self.lambda_}, restart_factor={self.restart_factor}, tau={self.tau}, "
+                f"profiling={self.profiling}, solver={self.solver})")
+
+    # -- one round -------------------------------------------------------------------------------------
+    def allocate(self, view: ClusterView, ordered: list[JobView]) -> Plan:
+        cluster = view.cluster
+        cs = self._config_set(cluster)
+        est = self._ensure_estimator()
+        t_est = time.perf_counter()
+        est.update(view)
+        estimator_s = time.perf_counter() - t_est
+        active = {j.job_id for j in view.jobs}
+        self._cands = {k: v for k, v in self._cands.items() if k in active}
+        self._planner.forget(active)
+        self._timeshare.forget(active)
+        self._timeshare.track(view)
+        blocked = reserved_gpus(cluster, self._reservations)
+        reserved = np.zeros(len(cs.type_names), dtype=np.int64)
+        if blocked is not None:
+            for ti, t in enumerate(cs.type_names):
+                reserved[ti] = int(sum(blocked[g] for n in cluster.nodes_of_type[t] for g in cluster.gpus_of_node(n)))
+        cur_config = {j.job_id: current_config(cluster, cs, j.placement) for j in view.jobs if j.placement}
+        forced_ids = self._forced_jobs(view)
+        forced_use = np.zeros(len(cs.type_names), dtype=np.int64)
+        for jid in forced_ids:
+            ti, _, k = cur_config[jid]
+            forced_use[ti] += k
+        profiles, profile_use = [], np.zeros(len(cs.type_names), dtype=np.int64)
+        if self.profiling == "bootstrap":
+            profiles, profile_use = self._planner.plan(view, cs, cs.capacity - reserved - forced_use)
+        profiled_now = {r.job.job_id for r in profiles}
+        capacity = cs.capacity - reserved - profile_use
+        eligible = [j for j in ordered if self._eligible(j) and j.job_id not in profiled_now]
+        t_build = time.perf_counter()
+        inputs = RoundInputs(view=view, cs=cs, cur_config=cur_config, forced_ids=forced_ids, capacity=capacity)
+        objective = Objective(p=self.p, lambda_=self.lambda_, max_doubling=self.max_doubling,
+                              time_varying=self.tau is not None)
+        opts = build_options(inputs, eligible, est, lambda j: self._candidates(cs, j), self._explore,
+                             self._restart_factor, lambda jobs, congested: self._timeshare.penalties(view, jobs, congested),
+                             objective)
+        build_s = time.perf_counter() - t_build
+        t_solve = time.perf_counter()
+        result = self._solve(opts, capacity)
+        solve_wall_s = time.perf_counter() - t_solve
+        plan = Plan(demands=self._demands(cs, opts, result, forced_ids), profiles=profiles, reserved=blocked)
+        plan.info.update({
+            "sia.jobs": float(len(eligible)), "sia.options": float(len(opts.gpus)),
+            "sia.objective": float(result.objective), "sia.bound": float(result.bound),
+            "sia.milp": 1.0 if result.method == "milp" else 0.0, "sia.solve_s": float(solve_wall_s),
+            "sia.highs_s": float(result.solve_s), "sia.estimator_s": float(estimator_s),
+            "sia.build_s": float(build_s), "sia.iterations": float(result.iterations),
+            "sia.profiles": float(len(profiles)),
+        })
+        return plan
+
+    def _demands(self, cs: ConfigSet, opts: Options, result: AssignmentResult, forced_ids: set[str]) -> list[Demand]:
+        """A demand per chosen option, with the job's smaller options (best value first) as fallbacks."""
+        demands = []
+        choice = result.choice
+        lo = np.searchsorted(opts.job_of, np.arange(len(choice)), side="left")
+        hi = np.searchsorted(opts.job_of, np.arange(len(choice)), side="right")
+        for gi, o in enumerate(choice.tolist()):
+            if o < 0:
+                continue
+            job = opts.jobs[gi]
+            own = np.arange(lo[gi], hi[gi])
+            smaller = own[(opts.gpus[own] < opts.gpus[o]) & (opts.value[own] > 0)]
+            smaller = smaller[np.argsort(-opts.value[smaller], kind="stable")]
+            fallbacks = tuple(Shape(cs.type_names[int(opts.type_idx[c])], int(opts.gpus[c]), int(opts.nodes[c]))
+                              for c in smaller.tolist())
+            bsz = None if job.spec.adaptivity is Adaptivity.ADAPTIVE else job.spec.batch_size
+            demands.append(Demand(job=job, num_gpus=int(opts.gpus[o]), gpu_type=cs.type_names[int(opts.type_idx[o])],
+                                  batch_size=bsz, num_nodes=int(opts.nodes[o]), pinned=job.job_id in forced_ids,
+                                  fallbacks=fallbacks))
+        return demands
+
+    # -- pieces ----------------------------------------------------------------------------------------
+    def _config_set(self, cluster: Cluster) -> ConfigSet:
+        if self._configs is None or self._configs[0] != id(cluster):
+            self._configs = (id(cluster), build_config_set(cluster))
+            self._incremental = None
+            self._cands = {}
+        return self._configs[1]
+
+    def _candidates(self, cs: ConfigSet, job: JobView) -> Candidates | None:
+        """A job's configurations (its spec is immutable, so they are cached per job)."""
+        if job.job_id not in self._cands:
+            self._cands[job.job_id] = candidates_of(cs, job)
+        return self._cands[job.job_id]
+
+    def _forced_jobs(self, view: ClusterView) -> set[str]:
+        forced = set()
+        for j in view.jobs:
+            if not j.placement:
+                continue
+            if j.job_id in self._non_preemptible:
+                forced.add(j.job_id)
+            elif self.keep_restarting and j.status is JobStatus.RESTARTING:
+                forced.add(j.job_id)
+        return forced
+
+    def _eligible(self, job: JobView) -> bool:
+        if job.profiling or job.status is JobStatus.PROFILING:
+            return False
+        if self.profiling == "bootstrap" and not job.profiled_types and not job.placement \
+                and job.start_time_s is None and job.job_id not in self._planner.unprofilable:
+            return False  # still waits to be profiled
+        return True
+
+    def _penalty_s(self, job: JobView) -> float:
+        """The job's restart cost S_i: what the estimator knows, else the per-model table, else the tunable."""
+        known = self._ensure_estimator().restart_delay_s(job)
+        if known is not None and known > 0:
+            return float(known)
+        return RESTART_PENALTY_S.get(job.spec.model, self.restart_penalty_s)
+
+    def _restart_factor(self, job: JobView) -> float:
+        if self.restart_factor == "off":
+            return 1.0
+        if self.restart_factor == "sia":
+            return restart_factor(job.age_s, job.restarts, self._penalty_s(job))
+        return float(self.restart_factor)
+
+    def _explore(self, job: JobView, gtype: str) -> bool:
+        """Whether a type without a goodput estimate is worth a minimal try (never profiled there)."""
+        if self.profiling == "oracle":
+            return False
+        if gtype in self._ensure_estimator().unusable_types(job):
+            return False  # it tried and reported that it cannot run there
+        return gtype not in job.profiled_types
+
+    def _solve(self, opts: Options, capacity: np.ndarray) -> AssignmentResult:
+        problem = AssignmentProblem(group=opts.job_of, resource=opts.type_idx, size=opts.gpus.astype(float),
+                                    value=opts.value, capacity=capacity.astype(float), num_groups=len(opts.jobs),
+                                    forced=opts.forced)
+        method = self.solver
+        if problem.num_options == 0:
+            return solve_assignment(problem, "milp")
+        if method == "auto":
+            method = "milp" if problem.num_options <= self.milp_max_options else "incremental"
+        if method == "incremental":
+            if self._incremental is None:
+                self._incremental = IncrementalAssignment(len(capacity))
+            okeys = [(opts.jobs[g].job_id, int(t), int(k)) for g, t, k in
+                     zip(opts.job_of.tolist(), opts.type_idx.tolist(), opts.gpus.tolist(), strict=True)]
+            gkeys = [j.job_id for j in opts.jobs]
+            try:
+                res = self._incremental.solve(problem, okeys, gkeys)
+                if res.status == "Optimal" and problem.is_feasible(res.choice):
+                    return res
+            except Exception:  # noqa: BLE001 - any trouble in the edited model: rebuild it next round
+                pass
+            self._incremental = None
+            return solve_assignment(problem, "lp-round")
+        return solve_assignment(problem, method, time_limit_s=self.time_limit_s)
+
