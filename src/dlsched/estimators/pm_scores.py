@@ -714,7 +714,7 @@ def _penalty_table(data_dir: str | None) -> dict[str, dict[int, float]]:
             return table
     # Without the data directory: the same numbers, as the package ships them for the simulator. Read as a
     # data file (estimators never import the world's code).
-    packaged = Path(__file__).resolve().parent.parent / "world" / "params" / "pal_constants.json"
+    packaged = Path(__file__).resolve().parent.parent / "catalog" / "params" / "pal_constants.json"
     if packaged.is_file():
         raw2 = json.loads(packaged.read_text())["locality_penalty"]
         return {m: {int(k): float(v) for k, v in t.items()} for m, t in raw2.items()}

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dlsched.catalog import DEFAULT_CLASS, PalConstants
 from dlsched.core import Adaptivity, Cluster, InputError, JobSpec, Placement, ThroughputObservation
 from dlsched.world.efficiency import EfficiencyModel
-from dlsched.world.rigid import PalConstants
 from dlsched.world.throughput import ThroughputModel
 from dlsched.world.variability import GpuSpeeds
 
@@ -77,7 +77,7 @@ class JobPhysics(ABC):
     #: total work in the physics' own units
     total_work: float = 1.0
     restart_delay_s: float = 0.0
-    perf_class: str = "classA"
+    perf_class: str = DEFAULT_CLASS
 
     @abstractmethod
     def base_rate(self, progress: float, gpu_type: str, node_counts: tuple[int, ...],
