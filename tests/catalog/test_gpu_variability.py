@@ -42,6 +42,25 @@ def test_class_names_follow_one_rule():
     assert {c for classes in BENCHMARK_CLASSES.values() for c in classes} == set(CLASSES)
 
 
+def test_world_estimators_and_classifier_use_the_catalog_classes():
+    from dlsched.estimators import pm_profiles
+    from dlsched.estimators.classifier import CLASS_NAMES, DEFAULT_CLASS
+    from dlsched.world import variability
+
+    assert variability.CLASSES is CLASSES and pm_profiles.CLASSES is CLASSES
+    assert CLASS_NAMES[: len(CLASSES)] == CLASSES and DEFAULT_CLASS == CLASSES[0]
+
+
+def test_class_list_is_written_in_one_place():
+    """No module besides the catalog spells the class list or the benchmark -> class map out."""
+    listing = re.compile(r"""["']classA["']\s*,\s*["']classB["']\s*,""")
+    bench_map = re.compile(r"""["']bert["']\s*:\s*\(\s*["']classB""")
+    offenders = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
+                 if p.parent.name != "catalog"
+                 and (listing.search(p.read_text()) or bench_map.search(p.read_text()))]
+    assert offenders == []
+
+
 def test_catalog_imports_neither_world_nor_estimators_nor_policies_nor_sim():
     code = ("import sys, dlsched.catalog; print(sorted(m for m in sys.modules if m.startswith(("
             "'dlsched.world', 'dlsched.estimators', 'dlsched.policies', 'dlsched.sim'))))")
@@ -110,6 +129,17 @@ def test_one_gpu_key_joins_the_files_of_a_family():
     resnet, pagerank = set(files["resnet"].gpus), set(files["pagerank"].gpus)
     assert len(pagerank) == 172 and len(resnet & pagerank) == 128
     assert all(re.fullmatch(r"c\d+-\d+-\d+", g) for g in pagerank)
+
+
+@needs_data
+def test_world_and_estimators_see_the_same_measurements():
+    from dlsched.estimators.pm_profiles import load_family
+
+    for name in FAMILIES:
+        catalog = measured_pm_scores(name, DATA)
+        profile = load_family(name, DATA)
+        for c in CLASSES:
+            np.testing.assert_array_equal(profile.scores[c], catalog[c])
 
 
 @needs_data
