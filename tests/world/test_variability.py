@@ -13,6 +13,7 @@ import pytest
 from dlsched.catalog import CLASSES, fitted_summary, measured_family, measured_pm_scores
 from dlsched.core import KNOWN_GPU_TYPES, InputError, make_cluster
 from dlsched.datadir import data_dir
+from dlsched.world.base import World, WorldConfig
 from dlsched.world.variability import GpuSpeeds
 
 DATA = data_dir()
@@ -99,6 +100,62 @@ def test_testbed_cluster_keeps_gpu_order():
     s = GpuSpeeds.for_cluster(cluster(8, variability="testbed32"), seed=5, data_dir=str(DATA), enabled=True)
     np.testing.assert_array_equal(s.scores("classA"), measured_pm_scores("testbed32", DATA)["classA"])
     assert s.slowest("classA", (0,)) == pytest.approx(1.014469743078943)
+
+
+# -- the gpu_speeds option: per-GPU medians or single runs ---------------------------------------------------
+def world(num_nodes: int, gpu_speeds: str, seed: int = 0, family: str = "longhorn") -> World:
+    return World(cluster(num_nodes, variability=family), WorldConfig(gpu_speeds=gpu_speeds), seed=seed)
+
+
+@needs_data
+def test_runs_give_a_wider_spread_than_medians():
+    """Single runs keep the stragglers that a GPU's median hides: the slowest GPU is far slower."""
+    medians, runs = world(64, "median", seed=7).speeds, world(64, "runs", seed=7).speeds
+    assert (medians.origin, runs.origin) == ("measured", "runs")
+    assert medians.scores("classA").max() < 1.2 < 2.0 < runs.scores("classA").max()
+    assert np.std(runs.scores("classA")) > 2 * np.std(medians.scores("classA"))
+    # The same seed draws the same cluster.
+    again = world(64, "runs", seed=7).speeds
+    for c in CLASSES:
+        np.testing.assert_array_equal(runs.scores(c), again.scores(c))
+    assert not np.array_equal(runs.scores("classA"), world(64, "runs", seed=8).speeds.scores("classA"))
+
+
+@needs_data
+def test_runs_draw_single_runs_without_repetition():
+    files = measured_family("longhorn", DATA)
+    s = world(16, "runs", seed=3).speeds
+    for c in ("classA", "classB", "classD"):
+        bench = next(m for m in files.values() if c in m.classes)
+        pool = Counter(bench.runs.tolist())
+        got = Counter(s.scores(c).tolist())
+        assert all(got[v] <= pool[v] for v in got), f"{c}: a run was drawn twice"
+    assert not np.array_equal(s.scores("classB"), s.scores("classC"))  # drawn independently, as PAL does
+
+
+@needs_data
+def test_runs_match_what_experiments_drew_before_the_option():
+    """Seeded like :func:`sample_runs`, so PAL experiments keep their clusters when they switch to the option."""
+    from dlsched.estimators.pm_profiles import sample_runs
+
+    s = world(8, "runs", seed=5, family="frontera").speeds
+    before = sample_runs("frontera", 32, seed=5, data_dir=DATA)
+    for c in CLASSES:
+        np.testing.assert_array_equal(s.scores(c), before.scores[c])
+
+
+def test_runs_without_data_is_input_error(no_data):
+    with pytest.raises(InputError) as info:
+        world(2, "runs")
+    assert info.value.field == "gpu_speeds" and "DLSCHED_DATA" in str(info.value)
+    assert not world(2, "runs", family=None).speeds.enabled  # nothing to draw: no data needed
+
+
+def test_bad_gpu_speeds_is_input_error_naming_the_field():
+    with pytest.raises(InputError) as info:
+        WorldConfig(gpu_speeds="mean")
+    assert info.value.field == "gpu_speeds" and "median" in str(info.value) and "runs" in str(info.value)
+    assert WorldConfig().gpu_speeds == "median"
 
 
 # -- fitted fallback ----------------------------------------------------------------------------------------

@@ -11,23 +11,27 @@ The measured files, their GPU keys and the class each benchmark profiles are rea
 :mod:`dlsched.catalog` (one loader shared with the estimators); this module only decides how the simulated
 cluster's true speeds are drawn from them.
 
-How a simulated cluster gets its GPUs (:meth:`GpuSpeeds.for_cluster`). PAL draws the N GPUs of a simulated
-cluster from the profiling data without repetition. We draw GPU *identities*, so a GPU keeps its scores in
-every class, from the family's ResNet (class A) file, which lists the most GPUs. The BERT and PageRank
-files measured overlapping but different sets of GPUs; a drawn GPU that one of them did not measure gets a
-score of that class drawn without repetition from the GPUs that file measured and the cluster has not used.
-When N exceeds the GPUs available, the draw continues with a fresh permutation ("without repetition in
-blocks": no GPU repeats within a block of the pool's size). ``testbed32`` is PAL's physical testbed, so its
-first 32 GPUs keep the file's GPU order (GPU i is testbed GPU i, as in PAL's A1/A2 simulation) and only
-further blocks are shuffled.
+How a simulated cluster gets its GPUs (:meth:`GpuSpeeds.for_cluster` with source ``median``, the default).
+PAL draws the N GPUs of a simulated cluster from the profiling data without repetition. We draw GPU
+*identities*, so a GPU keeps its scores in every class, from the family's ResNet (class A) file, which lists
+the most GPUs. The BERT and PageRank files measured overlapping but different sets of GPUs; a drawn GPU that
+one of them did not measure gets a score of that class drawn without repetition from the GPUs that file
+measured and the cluster has not used. When N exceeds the GPUs available, the draw continues with a fresh
+permutation ("without repetition in blocks": no GPU repeats within a block of the pool's size).
+``testbed32`` is PAL's physical testbed, so its first 32 GPUs keep the file's GPU order (GPU i is testbed
+GPU i, as in PAL's A1/A2 simulation) and only further blocks are shuffled.
 
 Without the data directory the same draw runs on a *virtual* population that ``scripts/fit_variability.py``
-fitted and the catalog ships (``dlsched/catalog/params/variability.json``): per (family, benchmark) 101 quantiles of the per-GPU
-scores (an empirical distribution), the GPU count, and the rank correlation between benchmarks measured on
-the same GPUs. The measured cross-class rank correlations are weak (Spearman 0.03 to 0.15), so using one
-rank for all classes would overstate how often a GPU is slow in every class; the virtual population instead
-pairs classes through a Gaussian copula with the measured correlation, and each class's values are its
-quantile function at evenly spaced ranks, so the marginals match the measured ones.
+fitted and the catalog ships (``dlsched/catalog/params/variability.json``): per (family, benchmark) 101
+quantiles of the per-GPU scores (an empirical distribution), the GPU count, and the rank correlation between
+benchmarks measured on the same GPUs. The measured cross-class rank correlations are weak (Spearman 0.03 to
+0.15), so using one rank for all classes would overstate how often a GPU is slow in every class; the virtual
+population instead pairs classes through a Gaussian copula with the measured correlation, and each class's
+values are its quantile function at evenly spaced ranks, so the marginals match the measured ones.
+
+With source ``runs`` each class's scores are single benchmark runs instead, drawn as PAL's simulator draws
+them (stragglers included, up to 3.6x for ResNet-50 on Longhorn): a far more variable cluster, which
+reproduces PAL's simulated results rather than the per-GPU medians its paper describes.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from dlsched.catalog import (
     CLASSES,
     FAMILIES,
     PalConstants,
+    draw_runs,
     draw_without_repetition,
     family,
     fitted_summary,
@@ -48,7 +53,11 @@ from dlsched.catalog import (
     measured_family,
 )
 from dlsched.core.cluster import Cluster
+from dlsched.core.errors import InputError
 from dlsched.datadir import data_dir as default_data_dir
+
+#: Where the per-GPU speeds of a simulated cluster come from (``WorldConfig.gpu_speeds``).
+GPU_SPEED_SOURCES: tuple[str, ...] = ("median", "runs")
 
 #: Salt mixed into the seed so variability draws do not correlate with other uses of the same seed.
 _SEED_SALT = 0x9A1_5EED
@@ -124,7 +133,8 @@ class GpuSpeeds:
         self.num_gpus = int(num_gpus)
         #: Profile family the GPUs were drawn from, or None without variability.
         self.family = family
-        #: ``measured`` (drawn from the data files), ``fitted`` (shipped quantiles) or ``none``.
+        #: ``measured`` (per-GPU medians from the data files), ``runs`` (single runs from the data files),
+        #: ``fitted`` (shipped quantiles) or ``none``.
         self.origin = origin
         self._pal = PalConstants.load()
         self._scores: dict[str, np.ndarray] | None = None
@@ -146,19 +156,36 @@ class GpuSpeeds:
         return cls(None, num_gpus)
 
     @classmethod
-    def for_cluster(cls, cluster: Cluster, *, seed: int, data_dir: str | None, enabled: bool) -> GpuSpeeds:
+    def for_cluster(cls, cluster: Cluster, *, seed: int, data_dir: str | None, enabled: bool,
+                    source: str = "median") -> GpuSpeeds:
         """Draw the GPUs of ``cluster`` from its variability family, deterministically for ``seed``.
 
-        ``cluster.variability`` None or ``enabled`` False: every GPU is 1.0. Otherwise the GPUs are drawn
-        from the measured files when the data directory (``data_dir``, else ``dlsched.datadir.data_dir()``)
-        holds them, and from the shipped fitted distribution when it does not.
+        ``cluster.variability`` None or ``enabled`` False: every GPU is 1.0. Otherwise ``source`` (one of
+        :data:`GPU_SPEED_SOURCES`) says how:
+
+        * ``median``: every simulated GPU is a profiled GPU scored by the median of its runs, drawn from the
+          measured files when the data directory (``data_dir``, else ``dlsched.datadir.data_dir()``) holds
+          them and from the shipped fitted distribution when it does not;
+        * ``runs``: per class, single benchmark runs drawn without repetition, stragglers included, as PAL's
+          simulator scores its GPUs (:func:`dlsched.catalog.draw_runs`). It needs the measured files, since
+          the fitted summary describes per-GPU medians only. It is seeded with ``seed`` itself, as PAL
+          experiments drew runs before this option existed, so their clusters stay the same.
         """
+        if source not in GPU_SPEED_SOURCES:
+            raise InputError(f"unknown source of GPU speeds '{source}' (known: {', '.join(GPU_SPEED_SOURCES)})",
+                             field="gpu_speeds")
         n = cluster.num_gpus
         name = cluster.variability
         if name is None or not enabled:
             return cls.uniform(n)
         family(name)
         root = _data_root(data_dir)
+        if source == "runs":
+            if root is None or not has_measured_data(name, root):
+                raise InputError(f"GPU speeds from single runs need the measured '{name}' files in the data "
+                                 f"directory (set DLSCHED_DATA), or use gpu_speeds=median", field="gpu_speeds")
+            runs = draw_runs(name, n, np.random.default_rng(seed), root)
+            return cls(runs, n, family=name, origin="runs")
         rng = np.random.default_rng([_SEED_SALT, int(seed) % (1 << 63)])
         if root is not None and has_measured_data(name, root):
             return cls(_sample_medians(name, root, n, rng), n, family=name, origin="measured")
