@@ -2,18 +2,20 @@
 
 Writes (both committed; the measured data files themselves never are):
 
-* ``src/dlsched/world/params/variability.json``: per profile family (``longhorn``, ``frontera``, ``ls6``,
+* ``src/dlsched/catalog/params/variability.json``: per profile family (``longhorn``, ``frontera``, ``ls6``,
   ``testbed32``) and benchmark (``resnet`` -> class A, ``bert`` -> classes B and C, ``pagerank`` -> class D)
   the 101 quantiles (levels 0, 0.01, ..., 1) of the per-GPU PM-scores, GPU and run counts, and the
   correlation between benchmarks measured on the same GPUs: Spearman's rho on the common GPUs, and the
   Gaussian-copula correlation ``2 sin(pi rho / 6)`` (repaired to positive semi-definite) that the run-time
   sampler uses when the data directory is absent. Classes a family did not profile are flat (all 1.0).
-* ``src/dlsched/world/params/pal_constants.json``: per-model iteration times, the model -> class map and the
+* ``src/dlsched/catalog/params/pal_constants.json``: per-model iteration times, the model -> class map and the
   locality-penalty table from ``pal/pal_simulation_constants.json``, with the Sia/Pollux models added to the
-  class map (resnets -> A, bert and gpt_pmp -> B, deepspeech2 and yolov3 -> C, ncf -> D).
+  class map (resnets -> A, bert and gpt_pmp -> B, deepspeech2 and yolov3 -> C, ncf -> D), transcribed by
+  :func:`dlsched.catalog.pal_constants.transcribe`.
 
-PM-scores are computed by :func:`dlsched.world.variability.measured_pm_scores`, the same code the simulator
-uses when the data is present, so the fitted summary and the measured draw cannot disagree on the metric.
+PM-scores come from the catalog's loader (:func:`dlsched.catalog.measured_family`), the one the simulator and
+the estimators read when the data is present, so the fitted summary and the measured draw cannot disagree on
+the metric or on which GPU is which.
 
 Usage: ``python scripts/fit_variability.py [--data-dir DIR]``; the default is ``$DLSCHED_DATA`` or
 ``../shared/data`` (relative to the working directory).
@@ -32,21 +34,16 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+from dlsched.catalog import CLASSES, FAMILIES, FAMILY_NAMES, measured_family
+from dlsched.catalog.gpu_variability import AGGREGATED_DIR
+from dlsched.catalog.pal_constants import MEASURED_FILE, transcribe
 from dlsched.datadir import data_dir as default_data_dir
-from dlsched.world import variability as var
 
 REPO = Path(__file__).resolve().parents[1]
-PARAMS = REPO / "src" / "dlsched" / "world" / "params"
+PARAMS = REPO / "src" / "dlsched" / "catalog" / "params"
 LEVELS = np.linspace(0.0, 1.0, 101)
 #: Fewer common GPUs than this and a rank correlation is noise; it is then taken as 0.
 MIN_OVERLAP = 10
-
-SIA_CLASSES = {
-    "imagenet": "classA", "cifar10": "classA",
-    "bert": "classB", "gpt_pmp": "classB",
-    "deepspeech2": "classC", "yolov3": "classC",
-    "ncf": "classD",
-}
 
 
 def _dumps(obj: object) -> str:
@@ -101,37 +98,33 @@ def _correlation(series: dict[str, pd.Series]) -> tuple[np.ndarray, np.ndarray]:
     return rho, common
 
 
+def _check_shared_columns(family: str, data: Path) -> None:
+    """A file of precomputed scores must hold equal class B and C columns: both come from BERT."""
+    for bench in FAMILIES[family].benchmarks:
+        if bench.score_column is None or len(bench.classes) < 2:
+            continue
+        frame = pd.read_csv(data / AGGREGATED_DIR / bench.file)
+        first, *rest = (frame[f"PerfVar_{c}"].to_numpy() for c in bench.classes)
+        if not all(np.array_equal(first, other) for other in rest):
+            raise SystemExit(f"{family}: columns of {bench.classes} differ; the {bench.name} source needs splitting")
+
+
 def fit_family(family: str, data: Path) -> dict:
-    root = var._pal_dir(data)
-    if family == var._TESTBED:
-        table = var.testbed_pm_scores(data)
-        if not np.array_equal(table["classB"], table["classC"]):
-            raise SystemExit("testbed32: PerfVar_classB and PerfVar_classC differ; the bert source needs splitting")
-        series = {name: pd.Series(table[cls[0]], index=np.arange(len(table["classA"])))
-                  for name, cls in var._TESTBED_SOURCES.items()}
-        sources = {name: _source_summary(series[name].to_numpy(), cls, None,
-                                         f"pal/aggregated_data/{var._TESTBED_FILE}:{var._TESTBED_COLUMN[name]}")
-                   for name, cls in var._TESTBED_SOURCES.items()}
-        num_gpus = len(table["classA"])
-    else:
-        specs = var._FAMILIES[family]
-        series = {s.name: var._source_scores(str(root / s.path), s.key) for s in specs}
-        sources = {}
-        for s in specs:
-            runs = len(pd.read_csv(root / s.path, usecols=["perf"]))
-            sources[s.name] = _source_summary(series[s.name].to_numpy(), s.classes, runs,
-                                              f"pal/aggregated_data/{s.path}")
-        num_gpus = len(series[specs[0].name])
-        # Cross-check against the public entry point.
-        measured = var.measured_pm_scores(family, data)
-        for s in specs:
-            assert np.allclose(measured[s.classes[0]], series[s.name].to_numpy())
-    rho, common = _correlation(series)
+    _check_shared_columns(family, data)
+    files = measured_family(family, data)
+    sources = {}
+    for name, m in files.items():
+        where = f"pal/aggregated_data/{m.benchmark.file}"
+        if m.benchmark.score_column is not None:
+            where += f":{m.benchmark.score_column}"
+        runs = None if m.runs is None else len(m.runs)
+        sources[name] = _source_summary(m.scores, m.classes, runs, where)
+    rho, common = _correlation({name: m.series() for name, m in files.items()})
     profiled = {c for src in sources.values() for c in src["classes"]}
     return {
-        "num_gpus": int(num_gpus),
+        "num_gpus": int(len(files[FAMILIES[family].benchmarks[0].name].scores)),
         "sources": sources,
-        "flat_classes": [c for c in var.CLASSES if c not in profiled],
+        "flat_classes": [c for c in CLASSES if c not in profiled],
         "spearman": [_round(row, 4) for row in rho],
         "common_gpus": common.tolist(),
         "copula_correlation": [_round(row, 6) for row in _copula(rho)],
@@ -139,27 +132,14 @@ def fit_family(family: str, data: Path) -> dict:
 
 
 def pal_constants(data: Path) -> dict:
-    raw = json.loads((data / "pal" / "pal_simulation_constants.json").read_text())
-    classes = {m: c for m, c in raw["perf_class_by_model"].items() if not m.startswith("_")}
-    for model, cls in SIA_CLASSES.items():
-        classes.setdefault(model, cls)
-    penalty: dict[str, dict[str, float]] = {}
-    for key, value in raw["locality_penalty_when_spread_across_nodes"].items():
-        if key.startswith("_"):
-            continue
-        model, gpus = key.split("|")
-        penalty.setdefault(model, {})[str(int(gpus))] = float(value)
+    raw = json.loads((data / MEASURED_FILE).read_text())
     return {
         "_source": "Transcribed by scripts/fit_variability.py from pal/pal_simulation_constants.json (numbers "
                    "from hal-uw/blox-pal @ da726cab, MIT): " + raw.get("_source", ""),
         "_note": "iteration_time_s: seconds per iteration on a median GPU; perf_class: PAL's map plus the "
                  "Sia/Pollux models; locality_penalty: model -> {num_gpus: multiplier}, applied only when a "
                  "job spans nodes, 1.0 when not listed.",
-        "round_duration_s": raw["round_duration_s"],
-        "iteration_time_s": raw["per_iteration_time_s_by_model"],
-        "perf_class": classes,
-        "default_perf_class": raw["perf_class_by_model"].get("_default", "classA"),
-        "locality_penalty": penalty,
+        **transcribe(raw),
     }
 
 
@@ -171,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     if data is None or not (data / "pal").is_dir():
         print("fit_variability: data directory with pal/ not found (set DLSCHED_DATA)", file=sys.stderr)
         return 2
-    families = {f: fit_family(f, data) for f in var.FAMILIES}
+    families = {f: fit_family(f, data) for f in FAMILY_NAMES}
     out = {
         "_source": "Fitted by scripts/fit_variability.py from PAL's per-GPU profiles (hal-uw/blox-pal "
                    "@ da726cab, aggregated_data/, MIT). Summary statistics only; no measured rows.",

@@ -7,20 +7,17 @@ import pytest
 from sklearn.metrics import silhouette_score
 
 from dlsched.core import InputError
-from dlsched.estimators import pm_scores as ps
-from dlsched.estimators.pm_scores import (
-    BinCache,
-    LocalityPenalties,
-    choose_k,
-    fit_bins,
+from dlsched.estimators import kmeans_1d, pm_bins
+from dlsched.estimators.kmeans_1d import choose_k, silhouette_1d, silhouette_sorted
+from dlsched.estimators.locality import LocalityPenalties, lv_matrix
+from dlsched.estimators.pm_bins import BinCache, fit_bins
+from dlsched.estimators.pm_profiles import (
+    VariabilityProfile,
     load_family,
     load_profile_file,
-    lv_matrix,
     pm_scores_from_runs,
     sample_cluster,
     sample_runs,
-    silhouette_1d,
-    silhouette_sorted,
 )
 from testkit import DATA, needs_data
 
@@ -68,7 +65,7 @@ def test_silhouette_matches_scikit_learn():
     rng = np.random.default_rng(1)
     x = np.sort(_modes((1.0, 1.1, 1.5), (30, 20, 5), 0.02, seed=2))
     for k in (2, 3, 4):
-        labels, centres = ps._kmeans_1d(x, k)
+        labels, centres = kmeans_1d.kmeans_1d(x, k)
         ref = silhouette_score(x.reshape(-1, 1), labels)
         assert silhouette_1d(x, labels) == pytest.approx(ref, abs=1e-9)
         cuts = np.concatenate([[0], np.searchsorted(x, (centres[:-1] + centres[1:]) / 2, side="right"), [len(x)]])
@@ -80,10 +77,10 @@ def test_silhouette_matches_scikit_learn():
 def test_exact_kmeans_is_no_worse_than_lloyd():
     x = np.sort(_modes((1.0, 1.05, 1.3), (40, 40, 10), 0.03, seed=3))
     pre = np.concatenate([[0.0], np.cumsum(x)])
-    table = ps._optimal_1d(x, 6)
+    table = kmeans_1d.optimal_centroids_1d(x, 6)
     for k in range(2, 7):
-        _, dp = ps._lloyd_sorted(x, pre, table[k - 1])
-        _, lloyd = ps._lloyd_sorted(x, pre, np.quantile(x, (np.arange(k) + 0.5) / k))
+        _, dp = kmeans_1d.lloyd_sorted(x, pre, table[k - 1])
+        _, lloyd = kmeans_1d.lloyd_sorted(x, pre, np.quantile(x, (np.arange(k) + 0.5) / k))
         assert dp <= lloyd + 1e-12
 
 
@@ -97,8 +94,8 @@ def test_large_profiles_bin_quickly_and_deterministically():
 
 def test_bin_cache_bins_each_content_once(monkeypatch):
     calls = []
-    real = ps.fit_bins
-    monkeypatch.setattr(ps, "fit_bins", lambda s, **kw: calls.append(1) or real(s, **kw))
+    real = pm_bins.fit_bins
+    monkeypatch.setattr(pm_bins, "fit_bins", lambda s, **kw: calls.append(1) or real(s, **kw))
     cache = BinCache()
     x = _modes((1.0, 1.2), (10, 10), 0.01)
     first = cache.get(x, k_min=2, k_max=11, outlier_sigma=3.0)
@@ -142,7 +139,7 @@ def test_user_profile_files(tmp_path):
 
 
 def test_sample_cluster_draws_without_repetition():
-    prof = ps.VariabilityProfile("t", {"classA": np.arange(10, dtype=float)})
+    prof = VariabilityProfile("t", {"classA": np.arange(10, dtype=float)})
     small = sample_cluster(prof, 10, seed=3).scores["classA"]
     assert sorted(small.tolist()) == list(range(10))
     big = sample_cluster(prof, 25, seed=3).scores["classA"]
@@ -170,3 +167,11 @@ def test_measured_families_and_run_sampling():
     assert runs.max() > 3.0  # single runs include the stragglers, per-GPU medians do not
     bins = fit_bins(a)
     assert 2 <= bins.k <= 11 and len(bins.levels) >= bins.k
+
+
+def test_pm_scores_names_the_public_api_of_its_modules():
+    """Experiments and scripts import from pm_scores; every name there is the implementing module's object."""
+    from dlsched.estimators import pm_scores
+
+    assert pm_scores.fit_bins is fit_bins and pm_scores.sample_runs is sample_runs
+    assert all(hasattr(pm_scores, name) for name in pm_scores.__all__)

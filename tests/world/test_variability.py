@@ -1,4 +1,7 @@
-"""Per-GPU variability: measured PM-scores, drawing a cluster's GPUs, the fitted fallback, slowest()."""
+"""Per-GPU variability: drawing a cluster's true GPU speeds (medians or runs), the fitted fallback, slowest().
+
+The measured scores themselves are the catalog's (tests/catalog/test_gpu_variability.py).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from dlsched.catalog import CLASSES, fitted_summary, measured_family, measured_pm_scores
 from dlsched.core import KNOWN_GPU_TYPES, InputError, make_cluster
 from dlsched.datadir import data_dir
-from dlsched.world import variability as var
-from dlsched.world.variability import GpuSpeeds, measured_pm_scores, shipped_stats
+from dlsched.world.base import World, WorldConfig
+from dlsched.world.variability import GpuSpeeds
 
 DATA = data_dir()
 needs_data = pytest.mark.skipif(
@@ -20,6 +24,7 @@ needs_data = pytest.mark.skipif(
 
 
 def cluster(num_nodes: int, per_node: int = 4, variability: str | None = "longhorn"):
+    """``num_nodes`` V100 nodes of ``per_node`` GPUs drawn from ``variability``."""
     return make_cluster("t", [("v100", num_nodes, per_node)], KNOWN_GPU_TYPES, variability=variability)
 
 
@@ -32,55 +37,6 @@ def speeds(num_nodes: int, family: str | None = "longhorn", seed: int = 0, enabl
 def no_data(monkeypatch, tmp_path):
     """Point the data directory at a place that does not exist, forcing the fitted sampler."""
     monkeypatch.setenv("DLSCHED_DATA", str(tmp_path / "absent"))
-
-
-# -- measured scores ---------------------------------------------------------------------------------------
-@needs_data
-def test_longhorn_measured_spread():
-    s = measured_pm_scores("longhorn", DATA)
-    a, b, d = s["classA"], s["classB"], s["classD"]
-    assert len(a) == 336 and len(b) == 136 and len(d) == 172
-    assert a.min() == pytest.approx(0.947, abs=1e-3) and a.max() == pytest.approx(1.123, abs=1e-3)
-    assert b.min() == pytest.approx(0.986, abs=1e-3) and b.max() == pytest.approx(1.039, abs=1e-3)
-    assert d.min() == pytest.approx(0.971, abs=1e-3) and d.max() == pytest.approx(1.004, abs=1e-3)
-    np.testing.assert_array_equal(s["classB"], s["classC"])  # both from the BERT file
-    for v in s.values():  # normalised to the median run: the median GPU sits near 1
-        assert np.median(v) == pytest.approx(1.0, abs=0.005)
-
-
-@needs_data
-def test_frontera_and_ls6_measured():
-    f = measured_pm_scores("frontera", DATA)
-    assert (len(f["classA"]), len(f["classB"]), len(f["classD"])) == (296, 276, 248)
-    assert f["classA"].max() == pytest.approx(1.1447, abs=1e-3)
-    assert f["classD"].max() - f["classD"].min() < 0.003  # PageRank is flat
-    ls6 = measured_pm_scores("ls6", DATA)
-    assert len(ls6["classA"]) == 219 and ls6["classA"].max() > 2.0  # A100 stragglers
-    for c in ("classB", "classC", "classD"):
-        np.testing.assert_array_equal(ls6[c], np.ones(219))
-
-
-@needs_data
-def test_testbed_file():
-    t = var.testbed_pm_scores(DATA)
-    assert t["classA"][0] == pytest.approx(1.014469743078943, rel=1e-12)
-    assert t["classB"][0] == pytest.approx(1.0581973029842755, rel=1e-12)
-    assert all(len(v) == 32 for v in t.values())
-    np.testing.assert_array_equal(t["classB"], t["classC"])
-    assert measured_pm_scores("testbed32", DATA)["classA"][0] == t["classA"][0]
-
-
-@needs_data
-def test_shipped_summary_matches_data():
-    """The committed JSON is what the script derives from the data (refit if this fails)."""
-    stats = shipped_stats()
-    levels = np.asarray(stats["quantile_levels"])
-    for family in var.FAMILIES:
-        measured = measured_pm_scores(family, DATA)
-        for src in stats["families"][family]["sources"].values():
-            scores = measured[src["classes"][0]]
-            assert src["num_gpus"] == len(scores)
-            np.testing.assert_allclose(src["quantiles"], np.quantile(scores, levels), atol=2e-6)
 
 
 def test_unknown_family_is_input_error():
@@ -105,7 +61,7 @@ def test_draw_without_repetition_and_deterministic():
     # Spread stays within the measured range.
     assert 0.947 - 1e-9 <= a.scores("classA").min() and a.scores("classA").max() <= 1.1232 + 1e-9
     b = speeds(16, seed=3)
-    for c in var.CLASSES:
+    for c in CLASSES:
         np.testing.assert_array_equal(a.scores(c), b.scores(c))
     assert not np.array_equal(a.scores("classA"), speeds(16, seed=4).scores("classA"))
 
@@ -113,8 +69,8 @@ def test_draw_without_repetition_and_deterministic():
 @needs_data
 def test_gpu_identity_kept_across_classes():
     """Frontera measured every BERT GPU with ResNet too: a drawn GPU's class B score is its own."""
-    sources = var._family_sources("frontera", DATA)
-    resnet, bert = sources["resnet"], sources["bert"]
+    files = measured_family("frontera", DATA)
+    resnet, bert = files["resnet"].series(), files["bert"].series()
     by_score = {v: k for k, v in resnet.items()}
     assert len(by_score) == len(resnet)  # scores identify GPUs
     s = speeds(16, family="frontera", seed=11)
@@ -142,14 +98,70 @@ def test_whole_pool_and_blocks():
 @needs_data
 def test_testbed_cluster_keeps_gpu_order():
     s = GpuSpeeds.for_cluster(cluster(8, variability="testbed32"), seed=5, data_dir=str(DATA), enabled=True)
-    np.testing.assert_array_equal(s.scores("classA"), var.testbed_pm_scores(DATA)["classA"])
+    np.testing.assert_array_equal(s.scores("classA"), measured_pm_scores("testbed32", DATA)["classA"])
     assert s.slowest("classA", (0,)) == pytest.approx(1.014469743078943)
+
+
+# -- the gpu_speeds option: per-GPU medians or single runs ---------------------------------------------------
+def world(num_nodes: int, gpu_speeds: str, seed: int = 0, family: str = "longhorn") -> World:
+    return World(cluster(num_nodes, variability=family), WorldConfig(gpu_speeds=gpu_speeds), seed=seed)
+
+
+@needs_data
+def test_runs_give_a_wider_spread_than_medians():
+    """Single runs keep the stragglers that a GPU's median hides: the slowest GPU is far slower."""
+    medians, runs = world(64, "median", seed=7).speeds, world(64, "runs", seed=7).speeds
+    assert (medians.origin, runs.origin) == ("measured", "runs")
+    assert medians.scores("classA").max() < 1.2 < 2.0 < runs.scores("classA").max()
+    assert np.std(runs.scores("classA")) > 2 * np.std(medians.scores("classA"))
+    # The same seed draws the same cluster.
+    again = world(64, "runs", seed=7).speeds
+    for c in CLASSES:
+        np.testing.assert_array_equal(runs.scores(c), again.scores(c))
+    assert not np.array_equal(runs.scores("classA"), world(64, "runs", seed=8).speeds.scores("classA"))
+
+
+@needs_data
+def test_runs_draw_single_runs_without_repetition():
+    files = measured_family("longhorn", DATA)
+    s = world(16, "runs", seed=3).speeds
+    for c in ("classA", "classB", "classD"):
+        bench = next(m for m in files.values() if c in m.classes)
+        pool = Counter(bench.runs.tolist())
+        got = Counter(s.scores(c).tolist())
+        assert all(got[v] <= pool[v] for v in got), f"{c}: a run was drawn twice"
+    assert not np.array_equal(s.scores("classB"), s.scores("classC"))  # drawn independently, as PAL does
+
+
+@needs_data
+def test_runs_match_what_experiments_drew_before_the_option():
+    """Seeded like :func:`sample_runs`, so PAL experiments keep their clusters when they switch to the option."""
+    from dlsched.estimators.pm_profiles import sample_runs
+
+    s = world(8, "runs", seed=5, family="frontera").speeds
+    before = sample_runs("frontera", 32, seed=5, data_dir=DATA)
+    for c in CLASSES:
+        np.testing.assert_array_equal(s.scores(c), before.scores[c])
+
+
+def test_runs_without_data_is_input_error(no_data):
+    with pytest.raises(InputError) as info:
+        world(2, "runs")
+    assert info.value.field == "gpu_speeds" and "DLSCHED_DATA" in str(info.value)
+    assert not world(2, "runs", family=None).speeds.enabled  # nothing to draw: no data needed
+
+
+def test_bad_gpu_speeds_is_input_error_naming_the_field():
+    with pytest.raises(InputError) as info:
+        WorldConfig(gpu_speeds="mean")
+    assert info.value.field == "gpu_speeds" and "median" in str(info.value) and "runs" in str(info.value)
+    assert WorldConfig().gpu_speeds == "median"
 
 
 # -- fitted fallback ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("family", ["longhorn", "frontera", "ls6", "testbed32"])
 def test_fallback_reproduces_quantiles(no_data, family):
-    stats = shipped_stats()
+    stats = fitted_summary()
     fam = stats["families"][family]
     pop = fam["num_gpus"]
     cl = make_cluster("t", [("v100", pop, 1)], KNOWN_GPU_TYPES, variability=family)
@@ -209,7 +221,7 @@ def test_slowest_picks_max():
     assert s.slowest("classB", (0, 1)) == 1.0  # a class not given is flat
     assert s.slowest("classA", ()) == 1.0
     prof = s.measured_profile()
-    assert prof is not None and set(prof) == set(var.CLASSES)
+    assert prof is not None and set(prof) == set(CLASSES)
     prof["classA"][1] = 5.0  # a copy: the scheduler cannot change the truth
     assert s.slowest("classA", (1,)) == pytest.approx(1.2)
 
@@ -218,7 +230,7 @@ def test_slowest_picks_max():
 def test_no_variability_is_exactly_one(family, enabled):
     s = speeds(4, family=family, enabled=enabled)
     assert not s.enabled and s.measured_profile() is None
-    for c in var.CLASSES:
+    for c in CLASSES:
         assert s.slowest(c, tuple(range(16))) == 1.0
         assert type(s.slowest(c, (3,))) is float
         np.testing.assert_array_equal(s.scores(c), np.ones(16))

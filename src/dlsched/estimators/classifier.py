@@ -19,23 +19,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dlsched.catalog import DEFAULT_CLASS, PalConstants, class_names
 from dlsched.core.errors import InputError
 
-#: Class names, most variability-sensitive first; a class's rank is its placement priority.
-CLASS_NAMES: tuple[str, ...] = ("classA", "classB", "classC", "classD", "classE", "classF")
+#: Class names, most variability-sensitive first; a class's rank is its placement priority. The classifier
+#: may fit up to six classes, two more than PAL measured; they are named by the catalog's rule.
+CLASS_NAMES: tuple[str, ...] = class_names(6)
 
-#: PAL's model-to-class map as its simulator uses it (``pal_simulation_constants.json``): class A is
-#: ResNet-50-like, B and C are BERT-like, D is PageRank-like. Unknown models are class A.
-PAL_MODEL_CLASSES: dict[str, str] = {
-    "resnet50": "classA", "GPT2": "classB", "DCGAN": "classB", "BERT": "classB", "vgg19": "classC",
-    "PointNet": "classD",
-}
+
+def _pal_model_classes() -> dict[str, str]:
+    pal = PalConstants.load()
+    return {m: pal.perf_class(m) for m in sorted(pal.models())}
+
+
+#: PAL's model-to-class map as its simulator uses it (``pal_simulation_constants.json``, held by the
+#: catalog), for PAL's own models: class A is ResNet-50-like, B and C are BERT-like, D is PageRank-like.
+#: Unknown models are class A.
+PAL_MODEL_CLASSES: dict[str, str] = _pal_model_classes()
 #: The three-class labels of the paper's Table II (its testbed runs).
 PAL_TESTBED_CLASSES: dict[str, str] = {
     "PointNet": "classC", "vgg19": "classA", "DCGAN": "classA", "BERT": "classB", "resnet50": "classA",
     "GPT2": "classB",
 }
-DEFAULT_CLASS = "classA"
 
 #: Illustrative (DRAM utilisation %, peak FU utilisation %) per model, placed so that K-Means with K = 4
 #: recovers :data:`PAL_MODEL_CLASSES` (see the module docstring: not measured values).

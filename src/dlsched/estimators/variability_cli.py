@@ -22,18 +22,10 @@ from rich.table import Table
 from dlsched.cli_common import Format as Fmt
 from dlsched.cli_common import fail as _fail_line
 from dlsched.core.errors import InputError
-from dlsched.estimators.pm_scores import (
-    K_MAX,
-    K_MIN,
-    OUTLIER_SIGMA,
-    PmBins,
-    VariabilityProfile,
-    fit_bins,
-    lv_matrix,
-    resolve_profile,
-    sample_cluster,
-    sample_runs,
-)
+from dlsched.estimators.kmeans_1d import K_MAX, K_MIN
+from dlsched.estimators.locality import lv_matrix
+from dlsched.estimators.pm_bins import OUTLIER_SIGMA, PmBins, fit_bins
+from dlsched.estimators.pm_profiles import VariabilityProfile, resolve_profile, sample_cluster, sample_runs
 
 app = typer.Typer(help="PAL's per-GPU variability profiles and PM-score bins.", no_args_is_help=True)
 

@@ -32,18 +32,15 @@ import numpy as np
 from dlsched.core import Cluster, ClusterView, Decision, Placement
 from dlsched.core.decision import Allocation
 from dlsched.estimators.classifier import DEFAULT_CLASS, class_rank
-from dlsched.estimators.pm_scores import (
-    BINS,
-    K_MAX,
-    K_MIN,
-    OUTLIER_SIGMA,
+from dlsched.estimators.kmeans_1d import K_MAX, K_MIN
+from dlsched.estimators.locality import (
     LocalityPenalties,
     LvMatrix,
-    PmBins,
     default_rack_penalty,
     lv_matrix,
     traversal_order,
 )
+from dlsched.estimators.pm_bins import BINS, OUTLIER_SIGMA, PmBins
 from dlsched.policies.placement import keeps_current, start_placement
 from dlsched.policies.stages import Demand, PlacementStage, Plan
 

@@ -40,7 +40,7 @@ SYNERGY_KEYS: tuple[str, ...] = ("rate", "jobs", "seed", "max_gpus")
 
 def _iteration_times() -> dict[str, float]:
     # PAL's per-model iteration times (the simulator's constants), read lazily.
-    from dlsched.world.rigid import PalConstants
+    from dlsched.catalog import PalConstants
 
     pal = PalConstants.load()
     return {m: pal.iteration_time_s(m, source="synergy") for pair in TASK_MODELS for m in pair}

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dlsched.catalog import DEFAULT_CLASS, PalConstants
 from dlsched.core import Adaptivity, Cluster, InputError, JobSpec, Placement, ThroughputObservation
 from dlsched.world.efficiency import EfficiencyModel
-from dlsched.world.rigid import PalConstants
 from dlsched.world.throughput import ThroughputModel
-from dlsched.world.variability import GpuSpeeds
+from dlsched.world.variability import GPU_SPEED_SOURCES, GpuSpeeds
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +58,10 @@ class WorldConfig:
     locality_penalty: float | None = None
     #: Apply per-GPU variability (only for clusters that declare a variability profile).
     variability: bool = True
+    #: Where each simulated GPU's true per-class speed comes from: ``median`` (a profiled GPU scored by
+    #: the median of its runs) or ``runs`` (PAL's simulator's draw: single runs per class, stragglers
+    #: included); see :meth:`dlsched.world.variability.GpuSpeeds.for_cluster`.
+    gpu_speeds: str = "median"
     #: Scale on every model's checkpoint-restore delay (0 disables restart costs).
     restart_delay_scale: float = 1.0
     #: Checkpoint-restore delay for jobs whose model has no measured value (PAL/Philly traces).
@@ -65,6 +69,11 @@ class WorldConfig:
     #: Profiling a new job: local batch sizes tried per GPU type, and steps timed at each.
     profile_batches: int = 5
     profile_steps: int = 20
+
+    def __post_init__(self) -> None:
+        if self.gpu_speeds not in GPU_SPEED_SOURCES:
+            raise InputError(f"unknown source of GPU speeds '{self.gpu_speeds}' (known: "
+                             f"{', '.join(GPU_SPEED_SOURCES)})", field="gpu_speeds")
 
 
 class JobPhysics(ABC):
@@ -77,7 +86,7 @@ class JobPhysics(ABC):
     #: total work in the physics' own units
     total_work: float = 1.0
     restart_delay_s: float = 0.0
-    perf_class: str = "classA"
+    perf_class: str = DEFAULT_CLASS
 
     @abstractmethod
     def base_rate(self, progress: float, gpu_type: str, node_counts: tuple[int, ...],
@@ -204,7 +213,7 @@ class World:
         self.efficiency = EfficiencyModel.load()
         self.pal = PalConstants.load()
         self.speeds = GpuSpeeds.for_cluster(cluster, seed=seed, data_dir=data_dir,
-                                            enabled=self.config.variability)
+                                            enabled=self.config.variability, source=self.config.gpu_speeds)
         self._node_speed = cluster.node_speed
         self._iso_cache: dict[tuple[str, str, int], float] = {}
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from dlsched.catalog import PalConstants
 from dlsched.core.errors import InputError
 from dlsched.datadir import data_dir
-from dlsched.world.rigid import PalConstants
 
 PAL_MODELS = {"BERT", "DCGAN", "GPT2", "PointNet", "resnet50", "vgg19"}
 
@@ -86,3 +86,21 @@ def test_packaged_constants_match_measured_source(pal):
         if not key.startswith("_"):
             model, k = key.split("|")
             assert pal.locality_penalty(model, int(k), None) == pytest.approx(value)
+
+
+def test_measured_file_transcribes_to_the_packaged_constants(pal):
+    """Reading the data directory's file gives what the package ships (refit if this fails); read once."""
+    root = data_dir()
+    if root is None or not (root / "pal" / "pal_simulation_constants.json").is_file():
+        pytest.skip("data directory with pal/pal_simulation_constants.json not found (set DLSCHED_DATA)")
+    measured = PalConstants.from_data_dir(root)
+    assert PalConstants.from_data_dir(str(root)) is measured
+    assert measured.model_classes() == pal.model_classes()
+    assert measured.locality_table() == pal.locality_table()
+    assert {m: measured.iteration_time_s(m, source="x") for m in measured.models()} == {
+        m: pal.iteration_time_s(m, source="x") for m in pal.models()}
+
+
+def test_missing_measured_file_is_input_error(tmp_path):
+    with pytest.raises(InputError, match="not found"):
+        PalConstants.from_data_dir(tmp_path)
