@@ -22,6 +22,7 @@ from dlsched.core import (
 from dlsched.estimators.base import GoodputEstimator
 from dlsched.estimators.goodput import SiaGoodputEstimator, statistical_efficiency
 from dlsched.estimators.throughput_model import ThroughputParams, compute_time, step_time
+from dlsched.policies.stages import SchedulerTraits
 from dlsched.sim.engine import Engine, SimConfig
 from dlsched.world.base import World
 from testkit import small_cluster
@@ -122,7 +123,7 @@ class Scripted:
     """A scheduler that profiles one job, then runs it on the GPUs a script names, updating an estimator."""
 
     name = "scripted"
-    allows_packing = False
+    traits = SchedulerTraits()
 
     def __init__(self, estimator, script):
         self.estimator, self.script, self.round, self.views = estimator, script, 0, []
