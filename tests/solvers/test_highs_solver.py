@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dlsched.solvers.highs import (
+from dlsched.solvers import (
     AssignmentProblem,
     IncrementalAssignment,
     SparseProblem,

@@ -18,7 +18,7 @@ from dlsched.traces import (
     read_tiresias_trace,
     read_trace,
 )
-from dlsched.traces.readers import gavel_model
+from dlsched.traces.gavel import gavel_model
 
 SIA = "name,time,application,num_replicas,batch_size\nb-1,20.0,bert,2,96\nc-0,10,cifar10,4,2048\n"
 PAL = "job_id,num_gpus,submit_time,duration,model\n0,2,30,1500.0,vgg19\n1,1,5,200,GPT2\n"

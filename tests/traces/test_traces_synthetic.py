@@ -10,8 +10,9 @@ import pytest
 
 from dlsched.core import Adaptivity, InputError
 from dlsched.traces import read_canonical, synthetic, trace_stats, write_trace
-from dlsched.traces.schema import check_spec, strip_origin
+from dlsched.traces.schema import strip_origin
 from dlsched.traces.synthetic import BATCH_RANGE, philly_stats, user_batch_size
+from dlsched.traces.validation import check_spec
 
 
 def test_deterministic_per_seed():

@@ -64,135 +64,38 @@ Speed
     ``goodput_many`` is called for every job x configuration each round. Results are cached per job and
     (GPU type, shapes) and dropped only when the job's models, memory limits or gradient statistics change;
     a cache miss evaluates every shape and candidate batch in one numpy pass.
+
+Layout
+    The arithmetic of batches and efficiency is :mod:`dlsched.estimators.goodput_batches`; what is learned
+    per job (observations, fits, limits) is :mod:`dlsched.estimators.goodput_state`; which model predicts a
+    type is :mod:`dlsched.estimators.goodput_predictors`. This module ties them together behind the
+    estimator protocol and caches the answers.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from dlsched.core import Adaptivity, ClusterView, JobView, ThroughputObservation
+from dlsched.core import Adaptivity, ClusterView, JobView
 from dlsched.estimators.base import GoodputEstimate
-from dlsched.estimators.throughput_model import (
-    ObservationSet,
-    ThroughputParams,
-    compute_time,
-    fit_params,
-    prediction_error,
-    step_time,
+from dlsched.estimators.goodput_batches import (
+    BATCH_GRID,
+    GoodputTable,
+    best_per_row,
+    candidate_batches,
+    split_batches,
+    statistical_efficiency,
 )
+from dlsched.estimators.goodput_predictors import GENERIC_BETA_C, Predictor, predictor
+from dlsched.estimators.goodput_state import POOLED, CacheEntry, JobState
+from dlsched.estimators.throughput_model import ThroughputParams
 
-#: Key of the single pooled model when the estimator is not heterogeneity-aware (Pollux).
-POOLED = "*"
-#: Generic prior for a job nothing is known about: seconds per sample on one GPU, no fixed cost, no sync.
-GENERIC_BETA_C = 1e-3
-#: Candidate global batches per shape on the geometric grid (plus up to 4 memory-filling batches).
-BATCH_GRID = 32
-_MEMORY_FILL = np.arange(1, 5, dtype=float)[None, :]
-_GRID_U = np.linspace(0.0, 1.0, BATCH_GRID)[None, :]
+# Names defined in the goodput_* modules are still importable from here, where they used to live.
+__all__ = ["BATCH_GRID", "GENERIC_BETA_C", "MODES", "POOLED", "GoodputTable", "SiaGoodputEstimator",
+           "statistical_efficiency"]
+
 _CACHE_LIMIT = 64
 MODES = ("bootstrap", "none")
-
-
-def statistical_efficiency(batch_size: np.ndarray | float, init_batch: float, grad_sqr: float,
-                           grad_var: float) -> np.ndarray:
-    """Pollux's efficiency of global batch ``batch_size`` relative to ``init_batch`` (1 there).
-
-    ``grad_sqr`` and ``grad_var`` are the squared norm of the mean gradient and the gradient-noise variance
-    at the initial batch size. Zero statistics give a gain of 1 (no benefit from a larger batch).
-    """
-    scale = np.asarray(batch_size, dtype=float) / float(init_batch)
-    if grad_var <= 0 and grad_sqr <= 0:
-        return 1.0 / scale
-    # gain / scale with gain = (var + sqr) / (var / scale + sqr), in one division
-    return (grad_var + grad_sqr) / (grad_var + grad_sqr * scale)
-
-
-@dataclass(frozen=True, slots=True)
-class GoodputTable:
-    """Per-shape goodput and how it is reached (arrays aligned with the queried shapes)."""
-
-    goodput: np.ndarray
-    batch_size: np.ndarray
-    throughput_sps: np.ndarray
-    efficiency: np.ndarray
-    local_bsz: np.ndarray
-    accum_steps: np.ndarray
-
-
-@dataclass(frozen=True, slots=True)
-class _Predictor:
-    """How step time is predicted on one type: ``base``'s model, compute rescaled to ``compute``'s (eq. 3.1)."""
-
-    base: ThroughputParams
-    compute: ThroughputParams | None
-    max_local: float
-
-    def step(self, nodes: np.ndarray, gpus: np.ndarray, local: np.ndarray, accum: np.ndarray,
-             stages: int) -> np.ndarray:
-        out = step_time(self.base, nodes, gpus, local, accum, stages)
-        if self.compute is not None:
-            out = out * (compute_time(self.compute, local) / np.maximum(compute_time(self.base, local), 1e-12))
-        return out
-
-    def per_sample_s(self, local: float) -> float:
-        """One-GPU seconds per sample at a local batch (to rank types by speed)."""
-        p = self.compute if self.compute is not None else self.base
-        return float(compute_time(p, local)) / max(local, 1e-9)
-
-
-@dataclass
-class _Model:
-    obs: ObservationSet
-    params: ThroughputParams | None = None
-    dirty: bool = False
-    #: Mean log step time per configuration when last fitted: a configuration the model cannot match
-    #: (model-form error) triggers a refit only when its mean has moved since, not every round.
-    fitted: dict[tuple[int, int, int, int], float] = field(default_factory=dict)
-
-
-@dataclass
-class _JobState:
-    job_id: str
-    stages: int
-    models: dict[str, _Model] = field(default_factory=dict)
-    #: Largest local batch observed per GPU type (the learned memory limit).
-    max_local: dict[str, int] = field(default_factory=dict)
-    #: Types the job reported it cannot run on (a zero step time).
-    unusable: set[str] = field(default_factory=set)
-    #: Opaque jobs: per type [sum of rates, count].
-    rates: dict[str, list[float]] = field(default_factory=dict)
-    grad: tuple[float, float] | None = None
-    #: Bumped when anything behind throughput changes (a refit, a memory limit, a type found unusable).
-    model_version: int = 0
-    #: Bumped when the gradient statistics change (efficiency only; throughput arrays stay valid).
-    grad_version: int = 0
-    cache: dict[tuple, _Entry] = field(default_factory=dict)
-    predictors: dict[str, _Predictor | None] = field(default_factory=dict)
-    predictors_version: int = -1
-
-    def bump(self) -> None:
-        self.model_version += 1
-
-
-@dataclass(slots=True)
-class _Entry:
-    """Cached evaluation of one (GPU type, shapes) query: the throughput part and the goodput on top."""
-
-    model_version: int
-    batches: np.ndarray
-    throughput: np.ndarray
-    local: np.ndarray
-    accum: np.ndarray
-    valid: np.ndarray
-    grad_version: int = -1
-    #: Per shape: the best goodput (0 where the job cannot run), and its flat index into the candidate grid.
-    goodput: np.ndarray | None = None
-    flat: np.ndarray | None = None
-    eff: np.ndarray | None = None
-    table: GoodputTable | None = None
 
 
 class SiaGoodputEstimator:
@@ -210,7 +113,7 @@ class SiaGoodputEstimator:
         self.hetero_aware = hetero_aware
         self.prior_noise_ratio = float(prior_noise_ratio)
         self.refit_tol = float(refit_tol)
-        self._jobs: dict[str, _JobState] = {}
+        self._jobs: dict[str, JobState] = {}
         self._last_view: ClusterView | None = None
         #: Number of model fits done so far (for tests and reports).
         self.fits = 0
@@ -236,79 +139,15 @@ class SiaGoodputEstimator:
         """Drop everything learned about a job."""
         self._jobs.pop(job_id, None)
 
-    def _state(self, job: JobView) -> _JobState:
+    def _state(self, job: JobView) -> JobState:
         st = self._jobs.get(job.job_id)
         if st is None:
-            st = _JobState(job.job_id, stages=max(1, int(job.spec.gpu_unit)))
+            st = JobState(job.job_id, stages=max(1, int(job.spec.gpu_unit)))
             self._jobs[job.job_id] = st
         return st
 
-    def _ingest(self, st: _JobState, job: JobView) -> None:
-        opaque = job.batch_limits is None
-        for o in job.throughput_obs:
-            if opaque:
-                self._ingest_rate(st, o)
-            else:
-                self._ingest_step(st, o)
-        if job.gradient_obs:
-            latest = max(job.gradient_obs, key=lambda g: g.time_s)
-            grad = (float(latest.grad_sqr), float(latest.grad_var))
-            if grad != st.grad and all(math.isfinite(v) and v >= 0 for v in grad):
-                st.grad = grad
-                st.grad_version += 1
-        refit = False
-        for m in st.models.values():
-            if m.dirty:
-                m.params = fit_params(m.obs, m.params)
-                m.fitted = m.obs.means()
-                m.dirty = False
-                self.fits += 1
-                refit = True
-        if refit:
-            st.bump()
-
-    def _ingest_rate(self, st: _JobState, o: ThroughputObservation) -> None:
-        if o.step_time_s <= 0 or not math.isfinite(o.step_time_s):
-            return  # duration jobs report no step time while running
-        acc = st.rates.setdefault(o.gpu_type, [0.0, 0.0])
-        before = acc[0] / acc[1] if acc[1] else 0.0
-        acc[0] += 1.0 / o.step_time_s
-        acc[1] += 1.0
-        if abs(acc[0] / acc[1] - before) > 1e-3 * max(before, 1e-12):
-            st.bump()
-
-    def _ingest_step(self, st: _JobState, o: ThroughputObservation) -> None:
-        mixed = "+" in o.gpu_type
-        if mixed and self.hetero_aware:
-            return  # a placement over several types says nothing clean about any one of them
-        if o.step_time_s <= 0 or o.local_bsz <= 0 or not math.isfinite(o.step_time_s):
-            if not mixed and o.gpu_type not in st.unusable:
-                st.unusable.add(o.gpu_type)  # the job could not run there (no profile / no memory)
-                st.bump()
-            return
-        if not mixed:
-            if o.gpu_type in st.unusable:
-                st.unusable.discard(o.gpu_type)
-                st.bump()
-            if o.local_bsz > st.max_local.get(o.gpu_type, 0):
-                st.max_local[o.gpu_type] = int(o.local_bsz)
-                st.bump()
-        key = o.gpu_type if self.hetero_aware else POOLED
-        m = st.models.get(key)
-        if m is None:
-            m = st.models[key] = _Model(ObservationSet(stages=st.stages))
-        before = m.obs.structure()
-        key = m.obs.add(o.num_nodes, o.num_gpus, o.local_bsz, o.accum_steps, o.step_time_s, o.sync_time_s)
-        if m.dirty:
-            return
-        if m.params is None or m.obs.structure() != before:
-            m.dirty = True
-        elif key in m.fitted:
-            # a configuration already fitted: refit only if what it measures has moved materially
-            m.dirty = abs(m.obs.mean_log_step(key) - m.fitted[key]) > 0.5 * self.refit_tol
-        else:
-            m.dirty = prediction_error(m.params, o.num_nodes, o.num_gpus, o.local_bsz, max(1, o.accum_steps),
-                                       o.step_time_s, st.stages) > self.refit_tol
+    def _ingest(self, st: JobState, job: JobView) -> None:
+        self.fits += st.ingest(job, hetero_aware=self.hetero_aware, refit_tol=self.refit_tol)
 
     # -- what is known ---------------------------------------------------------------------------------
     def known_types(self, job: JobView) -> tuple[str, ...]:
@@ -351,7 +190,7 @@ class SiaGoodputEstimator:
 
     def max_local_bsz(self, job: JobView, gpu_type: str) -> float:
         """Believed per-GPU (per-pipeline) memory limit on a type; inf when nothing is known."""
-        return self._max_local(self._state(job), gpu_type)
+        return self._state(job).memory_limit(gpu_type)
 
     # -- the protocol ----------------------------------------------------------------------------------
     def estimate(self, job: JobView, gpu_type: str, num_nodes: int, num_gpus: int) -> GoodputEstimate | None:
@@ -383,7 +222,7 @@ class SiaGoodputEstimator:
                                    local_bsz=sel(e.local).astype(int), accum_steps=sel(e.accum).astype(int))
         return e.table
 
-    def _entry(self, job: JobView, gpu_type: str, shapes: np.ndarray) -> _Entry:
+    def _entry(self, job: JobView, gpu_type: str, shapes: np.ndarray) -> CacheEntry:
         """The cached evaluation of a query, recomputing only the part whose inputs changed."""
         shapes = np.asarray(shapes)
         st = self._state(job)
@@ -402,71 +241,10 @@ class SiaGoodputEstimator:
         return e
 
     # -- evaluation ------------------------------------------------------------------------------------
-    def _max_local(self, st: _JobState, gpu_type: str) -> float:
-        if gpu_type in st.max_local:
-            return float(st.max_local[gpu_type])
-        return float(max(st.max_local.values())) if st.max_local else math.inf
+    def _predictor(self, st: JobState, job: JobView, gpu_type: str) -> Predictor | None:
+        return predictor(st, job, gpu_type, mode=self.mode, hetero_aware=self.hetero_aware)
 
-    def _own(self, st: _JobState, gpu_type: str) -> ThroughputParams | None:
-        m = st.models.get(gpu_type)
-        return None if m is None else m.params
-
-    def _predictor(self, st: _JobState, job: JobView, gpu_type: str) -> _Predictor | None:
-        if st.predictors_version != st.model_version:
-            st.predictors.clear()
-            st.predictors_version = st.model_version
-        if gpu_type in st.predictors:
-            return st.predictors[gpu_type]
-        pred = self._resolve(st, job, gpu_type)
-        st.predictors[gpu_type] = pred
-        return pred
-
-    def _resolve(self, st: _JobState, job: JobView, gpu_type: str) -> _Predictor | None:
-        if gpu_type in st.unusable:
-            return None
-        limit = self._max_local(st, gpu_type)
-        if not self.hetero_aware:
-            p = self._own(st, POOLED)
-            if p is not None:
-                return _Predictor(p, None, limit)
-            return _Predictor(ThroughputParams(0.0, GENERIC_BETA_C), None, limit) if self.mode == "none" else None
-        own = self._own(st, gpu_type)
-        if own is not None:
-            if st.models[gpu_type].obs.has_multi_gpu:
-                return _Predictor(own, None, limit)
-            src = self._scaling_source(st, gpu_type)
-            if src is None:
-                return _Predictor(own, None, limit)  # no type ran multi-GPU: perfect scaling (sync pinned to 0)
-            return _Predictor(src, own, limit)  # eq. 3.1
-        if self.mode != "none":
-            return None
-        # no profiling: be optimistic about a type never tried, as fast as the fastest type tried
-        known = [t for t, m in st.models.items() if m.params is not None and t != gpu_type
-                 and t not in st.unusable]
-        if not known:
-            return _Predictor(ThroughputParams(0.0, GENERIC_BETA_C), None, limit)
-        ref_local = float(job.batch_limits[0]) if job.batch_limits else 1.0
-        preds = [self._resolve(st, job, t) for t in known]
-        best = min((p for p in preds if p is not None), key=lambda p: p.per_sample_s(min(ref_local, p.max_local)),
-                   default=None)
-        if best is None:
-            return None
-        return _Predictor(best.base, best.compute, limit)
-
-    @staticmethod
-    def _scaling_source(st: _JobState, gpu_type: str) -> ThroughputParams | None:
-        """The type whose multi-GPU model eq. 3.1 borrows: the one with the most multi-GPU configurations."""
-        best, best_n = None, 0
-        for t in sorted(st.models):
-            m = st.models[t]
-            if t == gpu_type or m.params is None or t in st.unusable:
-                continue
-            n = m.obs.multi_gpu
-            if n > best_n:
-                best, best_n = m.params, n
-        return best
-
-    def _throughput_part(self, st: _JobState, job: JobView, gpu_type: str, shapes: np.ndarray) -> _Entry:
+    def _throughput_part(self, st: JobState, job: JobView, gpu_type: str, shapes: np.ndarray) -> CacheEntry:
         """Candidate batches per shape and their believed throughput (independent of gradient statistics)."""
         m = len(shapes)
         nodes, gpus = shapes[:, 0], shapes[:, 1]
@@ -478,47 +256,31 @@ class SiaGoodputEstimator:
             return self._opaque_part(st, job, gpu_type, valid)
         pred = self._predictor(st, job, gpu_type) if spec.allows_gpu_type(gpu_type) else None
         if pred is None or not valid.any():
-            return _Entry(st.model_version, np.ones((m, 1)), empty, empty, empty, np.zeros(m, dtype=bool))
+            return CacheEntry(st.model_version, np.ones((m, 1)), empty, empty, empty, np.zeros(m, dtype=bool))
         b0, bmax = float(job.batch_limits[0]), float(max(job.batch_limits[1], job.batch_limits[0]))
         replicas = np.floor(gpus / st.stages)
         valid &= replicas >= 1
         replicas = np.maximum(replicas, 1.0)[:, None]
         limit = pred.max_local
-        if spec.adaptivity is Adaptivity.ADAPTIVE:
-            lo = np.minimum(np.maximum(b0, replicas), bmax)
-            batches = np.round(lo * (bmax / lo) ** _GRID_U)
-            if math.isfinite(limit):
-                fill = replicas * (limit * _MEMORY_FILL)
-                fill = np.where((fill >= lo) & (fill <= bmax), fill, lo)
-                batches = np.concatenate([batches, fill], axis=1)
-        else:
-            batches = np.full((m, 1), float(spec.batch_size or b0))
-        share = np.maximum(1.0, np.ceil(batches / replicas - 1e-9))
-        if math.isfinite(limit):
-            accum = np.maximum(1.0, np.ceil(share / limit - 1e-9))
-            local = np.ceil(share / accum - 1e-9)
-        else:
-            accum, local = np.ones_like(share), share
+        batches = candidate_batches(replicas, b0, bmax, limit, adaptive=spec.adaptivity is Adaptivity.ADAPTIVE,
+                                    fixed_batch=float(spec.batch_size or b0))
+        local, accum = split_batches(batches, replicas, limit)
         step = pred.step(nodes[:, None], gpus[:, None], local, accum, st.stages)
         throughput = batches / np.maximum(step, 1e-12)
-        return _Entry(st.model_version, batches, throughput, local, accum, valid)
+        return CacheEntry(st.model_version, batches, throughput, local, accum, valid)
 
-    def _select(self, st: _JobState, job: JobView, e: _Entry) -> None:
+    def _select(self, st: JobState, job: JobView, e: CacheEntry) -> None:
         """Efficiency of every candidate batch, and the goodput-maximising one per shape."""
         if job.batch_limits is None:
             e.eff = np.ones_like(e.batches)
         else:
             sqr, var = st.grad if st.grad is not None else (1.0, self.prior_noise_ratio)
             e.eff = statistical_efficiency(e.batches, float(job.batch_limits[0]), sqr, var)
-        goodput = e.throughput * e.eff
-        m, cols = goodput.shape
-        e.flat = np.argmax(goodput, axis=1) + np.arange(m) * cols  # index of each row's best batch
-        good = goodput.ravel()[e.flat]
-        e.goodput = np.where(e.valid & np.isfinite(good) & (good > 0), good, 0.0)
+        e.flat, e.goodput = best_per_row(e.throughput * e.eff, e.valid)
         e.grad_version = st.grad_version
         e.table = None
 
-    def _opaque_part(self, st: _JobState, job: JobView, gpu_type: str, valid: np.ndarray) -> _Entry:
+    def _opaque_part(self, st: JobState, job: JobView, gpu_type: str, valid: np.ndarray) -> CacheEntry:
         """Jobs without batch structure: the work rate they reported on the type, for every allowed count."""
         m = len(valid)
         rate = 0.0
@@ -530,4 +292,4 @@ class SiaGoodputEstimator:
                 rate = max((total / n for total, n in st.rates.values()), default=1.0)
         col = np.full((m, 1), rate)
         batch = np.full((m, 1), float(job.spec.batch_size or 0))
-        return _Entry(st.model_version, batch, col, np.zeros((m, 1)), np.ones((m, 1)), valid & (rate > 0))
+        return CacheEntry(st.model_version, batch, col, np.zeros((m, 1)), np.ones((m, 1)), valid & (rate > 0))

@@ -1,7 +1,8 @@
 """Checks every decision must pass before the engine applies it.
 
 A policy bug must never turn into silently wrong numbers: a GPU given twice (beyond packing shares), a
-gang split or short, a job on two GPU types, or a job that is not active fails the run loudly.
+gang split or short, a job on two GPU types, a GPU id that does not exist, a batch size below one, or a job
+that is not active fails the run loudly.
 """
 
 from __future__ import annotations
@@ -13,6 +14,28 @@ from dlsched.core import Adaptivity, Cluster, Decision, JobSpec, Placement
 
 class PolicyError(RuntimeError):
     """A scheduler returned a decision that breaks an invariant (a bug in the policy, not in the input)."""
+
+
+def _gpu_list_problem(gpus: tuple[int, ...], num_gpus: int) -> str | None:
+    """What is wrong with a GPU id list, or None.
+
+    Ids are checked with min/max rather than the ends of the tuple: a placement built without sorting would
+    otherwise let a negative id through, which numpy indexing silently wraps to another GPU.
+    """
+    if len(set(gpus)) != len(gpus):
+        repeated = sorted({g for g in gpus if gpus.count(g) > 1})
+        return f"repeats GPU id(s) {repeated[:8]}"
+    bad = sorted(g for g in gpus if not 0 <= g < num_gpus)
+    if bad:
+        return f"names GPU id(s) {bad[:8]} outside the cluster's 0..{num_gpus - 1}"
+    return None
+
+
+def _holders(decision: Decision, gpu: int) -> list[str]:
+    """Jobs a decision gives ``gpu`` to (profiled or allocated), for the over-subscription message."""
+    jobs = [j for j, p in decision.profiles.items() if gpu in p.gpus]
+    jobs += [j for j, a in decision.allocations.items() if gpu in a.placement.gpus]
+    return jobs
 
 
 def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSpec], *, allows_packing: bool,
@@ -33,8 +56,11 @@ def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSp
         if job_id in decision.allocations and decision.allocations[job_id].placement:
             raise PolicyError(f"{policy}: job '{job_id}' is both profiled and allocated in one round")
         gpus = placement.gpus
-        if not gpus or len(set(gpus)) != len(gpus) or gpus[0] < 0 or gpus[-1] >= n:
-            raise PolicyError(f"{policy}: job '{job_id}' has an invalid profiling GPU list {gpus[:8]}")
+        if not gpus:
+            raise PolicyError(f"{policy}: job '{job_id}' is to be profiled on no GPUs")
+        problem = _gpu_list_problem(gpus, n)
+        if problem:
+            raise PolicyError(f"{policy}: profiling GPU list of job '{job_id}' {problem}")
         share[list(gpus)] += 1.0
     for job_id, alloc in decision.allocations.items():
         spec = active.get(job_id)
@@ -48,8 +74,9 @@ def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSp
         if current.get(job_id) == (alloc.placement, alloc.batch_size) and alloc.gpu_share >= 1.0:
             share[list(gpus)] += 1.0
             continue
-        if len(set(gpus)) != len(gpus) or gpus[0] < 0 or gpus[-1] >= n:
-            raise PolicyError(f"{policy}: job '{job_id}' got an invalid GPU list {gpus[:8]}")
+        problem = _gpu_list_problem(gpus, n)
+        if problem:
+            raise PolicyError(f"{policy}: GPU list of job '{job_id}' {problem}")
         k = len(gpus)
         types = {cluster.gpu_type_of[g] for g in gpus}
         if len(types) != 1:
@@ -62,6 +89,8 @@ def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSp
         if not spec.allows_gpu_count(k):
             raise PolicyError(f"{policy}: job '{job_id}' got {k} GPUs, outside its allowed "
                               f"{spec.lower_gpus}..{spec.upper_gpus} (unit {spec.gpu_unit})")
+        if alloc.batch_size is not None and alloc.batch_size < 1:
+            raise PolicyError(f"{policy}: job '{job_id}' got batch size {alloc.batch_size}, below 1")
         if spec.adaptivity is Adaptivity.RIGID and alloc.batch_size not in (None, spec.batch_size):
             raise PolicyError(f"{policy}: rigid job '{job_id}' had its batch size changed")
         if not 0.0 < alloc.gpu_share <= 1.0:
@@ -71,4 +100,6 @@ def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSp
         share[list(gpus)] += alloc.gpu_share
     over = np.nonzero(share > 1.0 + 1e-9)[0]
     if len(over):
-        raise PolicyError(f"{policy}: GPU {int(over[0])} is given to jobs whose shares sum to {share[over[0]]:.3f}")
+        g = int(over[0])
+        raise PolicyError(f"{policy}: GPU {g} is given to jobs {_holders(decision, g)} whose shares sum to "
+                          f"{share[g]:.3f}")

@@ -3,6 +3,12 @@
 Everything here produces :class:`~dlsched.core.JobSpec` lists sorted by submission time, each job tagged
 with the input line it came from, and validates its input at the edge (``InputError`` naming file, line
 and column). See ``docs/trace-format.md`` for the canonical columns and the supported formats.
+
+Layout: :mod:`~dlsched.traces.schema` is the canonical table (columns, rows <-> jobs, reading and writing
+it); :mod:`~dlsched.traces.cells` parses single cells and :mod:`~dlsched.traces.validation` holds the rules
+every job obeys; :mod:`~dlsched.traces.files` does file handling; :mod:`~dlsched.traces.readers` and
+:mod:`~dlsched.traces.gavel` read the foreign formats; :mod:`~dlsched.traces.resolve` turns a trace name
+into jobs, with :mod:`~dlsched.traces.synthetic` and :mod:`~dlsched.traces.synergy` generating them.
 """
 
 from dlsched.traces.readers import (

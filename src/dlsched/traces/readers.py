@@ -24,33 +24,22 @@ Formats (detected by :func:`detect_format` from the header, or from tab separati
 
 from __future__ import annotations
 
-import ast
-import functools
-import gzip
-import json
 import math
-import os
-import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
 
 from dlsched.core.errors import InputError
 from dlsched.core.job import Adaptivity, JobSpec
-from dlsched.traces.schema import (
-    check_spec,
-    check_unique_ids,
-    csv_rows,
-    parse_int,
-    parse_text,
-    read_canonical,
-    req_float,
-    req_int,
-    sort_by_submit,
-)
+from dlsched.traces.cells import parse_int, parse_text, req_float, req_int
+from dlsched.traces.files import PathLike, csv_rows, first_line
+from dlsched.traces.gavel import gavel_model, looks_like_gavel, read_gavel_trace
+from dlsched.traces.schema import read_canonical
+from dlsched.traces.validation import check_spec, finish_specs
 
-PathLike = str | os.PathLike[str]
+# The Gavel reader lives in dlsched.traces.gavel; these names are still imported from here.
+__all__ = ["FORMATS", "PathLike", "detect_format", "gavel_model", "read_gavel_trace", "read_pal_trace",
+           "read_philly_log", "read_sia_workload", "read_tiresias_trace", "read_trace"]
 
 #: Accepted formats and how each is recognised, for the "unknown format" error.
 FORMATS: dict[str, str] = {
@@ -71,50 +60,8 @@ _SIGNATURES: tuple[tuple[str, frozenset[str]], ...] = (
     ("philly", frozenset({"timestamp", "duration", "num_gpus"})),
 )
 
-_GZIP_MAGIC = b"\x1f\x8b"
-
 
 # -- shared helpers ---------------------------------------------------------------------------------------------
-
-def _open_text(path: PathLike) -> str:
-    """The whole file as text, un-gzipping when the file starts with the gzip magic bytes."""
-    source = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot open trace: {exc.strerror or exc}", source=source) from None
-    if raw[:2] == _GZIP_MAGIC:
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise InputError(f"corrupt gzip file: {exc}", source=source) from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not a UTF-8 text file ({exc.reason})", source=source) from None
-
-
-def _first_line(path: PathLike) -> str:
-    """The first non-blank line (plain files are not read further; gzip files are small)."""
-    source = str(path)
-    try:
-        with open(path, "rb") as fh:
-            if fh.read(2) == _GZIP_MAGIC:
-                lines: list[str] = _open_text(path).splitlines()
-            else:
-                fh.seek(0)
-                lines = []
-                for raw in fh:
-                    if raw.strip():
-                        lines = [raw.decode("utf-8-sig", errors="replace")]
-                        break
-    except OSError as exc:
-        raise InputError(f"cannot open trace: {exc.strerror or exc}", source=source) from None
-    for line in lines:
-        if line.strip():
-            return line.rstrip("\r\n")
-    raise InputError("empty trace file", source=source)
-
 
 def _require(header: Sequence[str], required: Sequence[str], source: str, fmt: str) -> None:
     for col in required:
@@ -131,11 +78,6 @@ def _text(value: str | None, field: str, source: str, line: int, *, default: str
             return default
         raise InputError("missing value", source=source, line=line, field=field)
     return text
-
-
-def _finish(specs: list[JobSpec], source: str) -> list[JobSpec]:
-    check_unique_ids(specs, source)
-    return sort_by_submit(specs)
 
 
 def _rows(path: PathLike, required: Sequence[str], fmt: str) -> list[tuple[int, dict[str, str]]]:
@@ -168,7 +110,7 @@ def read_sia_workload(path: PathLike, *, adaptivity: Adaptivity | str = Adaptivi
             origin=f"{source}:{line}",
         )
         specs.append(check_spec(spec, source, line))
-    return _finish(specs, source)
+    return finish_specs(specs, source)
 
 
 def _adaptivity(value: Adaptivity | str) -> Adaptivity:
@@ -201,7 +143,7 @@ def read_pal_trace(path: PathLike) -> list[JobSpec]:
             origin=f"{source}:{line}",
         )
         specs.append(check_spec(spec, source, line))
-    return _finish(specs, source)
+    return finish_specs(specs, source)
 
 
 # -- Tiresias ---------------------------------------------------------------------------------------------------
@@ -227,7 +169,7 @@ def read_tiresias_trace(path: PathLike) -> list[JobSpec]:
             origin=f"{source}:{line}",
         )
         specs.append(check_spec(spec, source, line))
-    return _finish(specs, source)
+    return finish_specs(specs, source)
 
 
 # -- Philly-style logs --------------------------------------------------------------------------------------------
@@ -296,145 +238,7 @@ def read_philly_log(path: PathLike, *, model: str = "philly") -> list[JobSpec]:
             origin=f"{source}:{line}",
         )
         specs.append(check_spec(spec, source, line))
-    return _finish(specs, source)
-
-
-# -- Gavel --------------------------------------------------------------------------------------------------------
-
-#: Gavel job-type families -> the short model label dlsched uses.
-GAVEL_MODELS: dict[str, str] = {
-    "ResNet-18": "resnet18", "ResNet-50": "resnet50", "Transformer": "transformer", "LM": "lm",
-    "Recommendation": "recommendation", "A3C": "a3c", "CycleGAN": "cyclegan",
-}
-_GAVEL_TYPE = re.compile(r"^(?P<base>.+?)(?:\s*\(batch size (?P<bs>\d+)\))?$")
-#: Field positions: (job_type, total_steps, scale_factor, arrival, priority_weight or None, SLO or None).
-_GAVEL_LAYOUT: dict[int, tuple[int, int, int, int, int | None, int | None]] = {
-    10: (0, 5, 6, 9, 7, 8),
-    7: (0, 4, 6, 5, None, None),
-}
-#: Where the throughput file lives inside the data directory.
-GAVEL_THROUGHPUTS = Path("gavel") / "simulation_throughputs.json"
-
-StepsBasis = Literal["auto", "one-gpu", "scale-factor"]
-
-
-def gavel_model(job_type: str) -> tuple[str, int | None]:
-    """``"ResNet-50 (batch size 64)"`` -> ``("resnet50", 64)``; ``"A3C"`` -> ``("a3c", None)``."""
-    m = _GAVEL_TYPE.match(job_type.strip())
-    base = m.group("base").strip() if m else job_type.strip()
-    if base not in GAVEL_MODELS:
-        raise KeyError(base)
-    bs = m.group("bs") if m else None
-    return GAVEL_MODELS[base], (int(bs) if bs else None)
-
-
-@functools.lru_cache(maxsize=4)
-def _load_throughputs(path: str, mtime_ns: int) -> dict[tuple[str, int], float]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read Gavel throughputs: {exc}", source=path) from None
-    if "v100" not in data:
-        raise InputError("no 'v100' section in Gavel throughputs", source=path)
-    out: dict[tuple[str, int], float] = {}
-    for key, entry in data["v100"].items():
-        try:
-            job_type, scale = ast.literal_eval(key)
-            value = float(entry["null"])
-        except (ValueError, SyntaxError, TypeError, KeyError):
-            raise InputError(f"unexpected entry {key!r} in the 'v100' section", source=path) from None
-        out[(str(job_type), int(scale))] = value
-    return out
-
-
-def gavel_throughputs(path: PathLike | None = None) -> tuple[dict[tuple[str, int], float], str]:
-    """Isolated V100 throughputs (steps/s) by ``(job_type, scale_factor)``, and the file they came from."""
-    if path is None:
-        from dlsched.datadir import require_data
-
-        path = require_data(GAVEL_THROUGHPUTS, "Gavel throughputs (needed to turn Gavel steps into time)")
-    p = Path(path)
-    if not p.is_file():
-        raise InputError("Gavel throughput file not found (needed to turn Gavel steps into time)",
-                         source=str(p))
-    return _load_throughputs(str(p), p.stat().st_mtime_ns), str(p)
-
-
-def read_gavel_trace(path: PathLike, *, throughputs: PathLike | None = None,
-                     steps_basis: StepsBasis = "auto") -> list[JobSpec]:
-    """Gavel trace: tab-separated, 10 fields (physical-cluster / current) or 7 fields (older msr format).
-
-    Gavel gives work as ``total_steps``; dlsched's duration jobs need a run time, so
-    ``duration_s = total_steps / throughput`` with the isolated V100 throughput (steps/s) from
-    ``gavel/simulation_throughputs.json`` (or ``throughputs``). ``steps_basis`` picks which throughput:
-
-    * ``scale-factor``: the job's own ``(job_type, scale_factor)`` entry, as Gavel's ``generate_trace.py``
-      computes ``total_steps``; an unmeasured pair is an error.
-    * ``one-gpu``: the ``(job_type, 1)`` entry. The msr traces were built this way: their
-      ``total_steps / tput(type, 1)`` matches the Philly durations of the same jobs at every scale factor
-      (median ratio about 1.2 at 1, 2, 4 and 8 GPUs), while ``/ tput(type, scale)`` makes 8-GPU jobs about
-      5x shorter than in Philly; they also have scale factors (12 to 64) and single-GPU-only job types at
-      several GPUs that Gavel never measured.
-    * ``auto`` (default): ``one-gpu`` for 7-field files and ``scale-factor`` for 10-field files.
-
-    Jobs are numbered in file order (``"0"``, ``"1"``, ...), as Gavel numbers them. The 10-field format's
-    ``priority_weight`` becomes ``priority`` and a positive ``SLO`` becomes
-    ``deadline_s = arrival + SLO * duration_s`` (Gavel's definition); ``SLO <= 0`` means none.
-    """
-    source = str(path)
-    table, tput_source = gavel_throughputs(throughputs)
-    text = _open_text(path)
-    specs: list[JobSpec] = []
-    width: int | None = None
-    index = 0
-    for line, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        fields = raw.split("\t")
-        if width is None:
-            if len(fields) not in _GAVEL_LAYOUT:
-                raise InputError(f"malformed line: {len(fields)} tab-separated fields, expected 7 (msr) or 10 "
-                                 "(Gavel)", source=source, line=line)
-            width = len(fields)
-        elif len(fields) != width:
-            raise InputError(f"malformed line: {len(fields)} tab-separated fields, earlier lines have {width}",
-                             source=source, line=line)
-        i_type, i_steps, i_scale, i_arrival, i_prio, i_slo = _GAVEL_LAYOUT[width]
-        job_type = fields[i_type].strip()
-        try:
-            model, batch = gavel_model(job_type)
-        except KeyError:
-            raise InputError(f"unknown Gavel job type {job_type!r} (known families: {', '.join(GAVEL_MODELS)})",
-                             source=source, line=line, field="job_type") from None
-        steps = req_float(fields[i_steps], "total_steps", source, line, positive=True)
-        scale = req_int(fields[i_scale], "scale_factor", source, line, minimum=1)
-        arrival = req_float(fields[i_arrival], "arrival_time", source, line, minimum=0.0)
-        basis = steps_basis if steps_basis != "auto" else ("one-gpu" if width == 7 else "scale-factor")
-        key = (job_type, 1 if basis == "one-gpu" else scale)
-        tput = table.get(key)
-        if tput is None or not tput > 0:
-            raise InputError(f"no measured V100 throughput for {key!r} in {tput_source}", source=source, line=line,
-                             field="job_type")
-        duration = steps / tput
-        priority = 1.0
-        deadline: float | None = None
-        if i_prio is not None:
-            priority = req_float(fields[i_prio], "priority_weight", source, line, positive=True)
-        if i_slo is not None:
-            slo = req_float(fields[i_slo], "SLO", source, line)
-            if slo > 0:
-                deadline = arrival + slo * duration
-        spec = JobSpec(
-            job_id=str(index), submit_time_s=arrival, model=model, num_gpus=scale,
-            batch_size=batch, adaptivity=Adaptivity.RIGID, deadline_s=deadline, duration_s=duration,
-            reference_gpu="v100", priority=priority, origin=f"{source}:{line}",
-        )
-        specs.append(check_spec(spec, source, line))
-        index += 1
-    if width is None:
-        raise InputError("empty trace file", source=source)
-    return _finish(specs, source)
+    return finish_specs(specs, source)
 
 
 # -- detection and dispatch ---------------------------------------------------------------------------------
@@ -448,8 +252,8 @@ def detect_format(path: PathLike) -> str:
         raise InputError("is a directory, not a trace file", source=source)
     if source.endswith(".parquet"):
         return "canonical"
-    first = _first_line(path)
-    if "\t" in first and len(first.split("\t")) in _GAVEL_LAYOUT:
+    first = first_line(path)
+    if looks_like_gavel(first):
         return "gavel"
     header = {c.strip().lstrip("\ufeff") for c in first.split(",")}
     for name, cols in _SIGNATURES:

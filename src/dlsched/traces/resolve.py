@@ -41,8 +41,8 @@ from pathlib import Path
 
 from dlsched.core.errors import InputError
 from dlsched.core.job import Adaptivity, JobSpec
+from dlsched.traces.options import parse_trace_options
 from dlsched.traces.readers import read_gavel_trace, read_philly_log, read_sia_workload, read_trace
-from dlsched.traces.schema import parse_trace_options
 from dlsched.traces.synthetic import synthetic
 
 #: Named trace families, for help texts and errors.

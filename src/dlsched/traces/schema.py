@@ -39,29 +39,42 @@ Every job a reader makes carries ``origin = "<file>:<line>"`` (1-based file line
 an error found later (an unknown model, an impossible request) can point at the input line. For Parquet
 files the line is the one the row would have in the equivalent CSV (row index + 2).
 
-Values are validated where they enter (:func:`spec_from_record`) and again before they are written
-(:func:`check_spec`), so an invalid table never lands on disk and a bad cell is reported as
-``InputError(file:line field 'name': ...)``.
+Values are validated where they enter (:func:`spec_from_record`, cell by cell with
+:mod:`dlsched.traces.cells`) and again before they are written (:func:`~dlsched.traces.validation.check_spec`),
+so an invalid table never lands on disk and a bad cell is reported as ``InputError(file:line field 'name': ...)``.
+File handling (line-numbered CSV rows, atomic writes) is :mod:`dlsched.traces.files`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import math
 import os
-import re
-import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import cast
 
 import pandas as pd
 
 from dlsched.core.errors import InputError
-from dlsched.core.gpu import KNOWN_GPU_TYPES
 from dlsched.core.job import Adaptivity, JobSpec
+from dlsched.traces.cells import (
+    GPU_TYPES_SEP,
+    parse_adaptivity,
+    parse_float,
+    parse_gpu_types,
+    parse_int,
+    parse_text,
+    req_float,
+    req_int,
+    req_text,
+)
+from dlsched.traces.files import atomic_path, csv_rows, pyarrow_available
+from dlsched.traces.options import parse_trace_options
+from dlsched.traces.validation import check_spec, check_unique_ids, finish_specs
+
+# check_spec and parse_trace_options were defined here once and are still imported from here.
+__all__ = ["COLUMNS", "REQUIRED_COLUMNS", "check_spec", "from_frame", "parse_trace_options", "read_canonical",
+           "spec_from_record", "strip_origin", "to_frame", "write_trace"]
 
 #: Canonical columns, in the order they are written.
 COLUMNS: tuple[str, ...] = (
@@ -70,214 +83,7 @@ COLUMNS: tuple[str, ...] = (
 )
 #: Columns a canonical file must have; the others may be left out and take their defaults.
 REQUIRED_COLUMNS: tuple[str, ...] = ("job_id", "submit_time_s", "model", "num_gpus")
-#: Separator of the ``gpu_types`` cell (a comma would clash with CSV).
-GPU_TYPES_SEP = ";"
-#: Control characters (newlines included) are refused in text cells: they would break line numbering.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
-
-def _pyarrow_available() -> bool:
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-# -- cell parsing ------------------------------------------------------------------------------------------
-# Readers hand cells over as strings (CSV) or numbers (DataFrames); each parser accepts both, treats an
-# empty cell / None / NaN as "missing", and raises InputError naming the file, line and column.
-
-def is_missing(value: object) -> bool:
-    """Whether a cell is empty: None, an all-blank string, or a pandas/NumPy missing value."""
-    if value is None:
-        return True
-    if isinstance(value, str):
-        return value.strip() == ""
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def parse_float(value: object, field: str, source: str, line: int | None, *, required: bool = False,
-                minimum: float | None = None, positive: bool = False) -> float | None:
-    """A finite float, or None for an empty optional cell."""
-    if is_missing(value):
-        if required:
-            raise InputError("missing value", source=source, line=line, field=field)
-        return None
-    try:
-        x = float(value.strip()) if isinstance(value, str) else float(cast(float, value))
-    except (TypeError, ValueError):
-        raise InputError(f"not a number: {value!r}", source=source, line=line, field=field) from None
-    if not math.isfinite(x):
-        raise InputError(f"must be finite, got {value!r}", source=source, line=line, field=field)
-    if positive and x <= 0:
-        raise InputError(f"must be positive, got {value!r}", source=source, line=line, field=field)
-    if minimum is not None and x < minimum:
-        raise InputError(f"must be >= {minimum:g}, got {value!r}", source=source, line=line, field=field)
-    return x
-
-
-def parse_int(value: object, field: str, source: str, line: int | None, *, required: bool = False,
-              minimum: int | None = None) -> int | None:
-    """An integer (``"4"`` and ``"4.0"`` both read as 4, ``"4.5"`` is an error), or None if empty."""
-    x = parse_float(value, field, source, line, required=required)
-    if x is None:
-        return None
-    if x != int(x):
-        raise InputError(f"must be a whole number, got {value!r}", source=source, line=line, field=field)
-    n = int(x)
-    if minimum is not None and n < minimum:
-        raise InputError(f"must be >= {minimum}, got {value!r}", source=source, line=line, field=field)
-    return n
-
-
-def req_float(value: object, field: str, source: str, line: int | None, *, minimum: float | None = None,
-              positive: bool = False) -> float:
-    """:func:`parse_float` for a required cell (never None)."""
-    x = parse_float(value, field, source, line, required=True, minimum=minimum, positive=positive)
-    return cast(float, x)
-
-
-def req_int(value: object, field: str, source: str, line: int | None, *, minimum: int | None = None) -> int:
-    """:func:`parse_int` for a required cell (never None)."""
-    return cast(int, parse_int(value, field, source, line, required=True, minimum=minimum))
-
-
-def req_text(value: object, field: str, source: str, line: int | None) -> str:
-    """:func:`parse_text` for a required cell (never None)."""
-    return cast(str, parse_text(value, field, source, line, required=True))
-
-
-def parse_text(value: object, field: str, source: str, line: int | None, *, required: bool = False,
-               default: str | None = None) -> str | None:
-    """A non-empty single-line string kept verbatim (names may contain spaces, commas, quotes)."""
-    if is_missing(value):
-        if required:
-            raise InputError("missing value", source=source, line=line, field=field)
-        return default
-    text = value if isinstance(value, str) else str(value)
-    if _CONTROL.search(text):
-        raise InputError(f"control characters are not allowed: {text!r}", source=source, line=line, field=field)
-    return text
-
-
-def parse_adaptivity(value: object, source: str, line: int | None, *,
-                     default: Adaptivity = Adaptivity.RIGID) -> Adaptivity:
-    if is_missing(value):
-        return default
-    text = str(value).strip().lower()
-    try:
-        return Adaptivity(text)
-    except ValueError:
-        known = ", ".join(a.value for a in Adaptivity)
-        raise InputError(f"unknown adaptivity {value!r} (one of: {known})", source=source, line=line,
-                         field="adaptivity") from None
-
-
-def _check_gpu_type(name: str, field: str, source: str, line: int | None) -> str:
-    if name not in KNOWN_GPU_TYPES:
-        known = ", ".join(sorted(KNOWN_GPU_TYPES))
-        raise InputError(f"unknown GPU type {name!r} (known: {known})", source=source, line=line, field=field)
-    return name
-
-
-def parse_gpu_types(value: object, source: str, line: int | None) -> tuple[str, ...]:
-    """``"a100;v100"`` -> ``("a100", "v100")``; each name must be a known GPU type."""
-    if is_missing(value):
-        return ()
-    names = [p.strip() for p in str(value).split(GPU_TYPES_SEP)]
-    if any(not p for p in names):
-        raise InputError(f"empty GPU type in {value!r}", source=source, line=line, field="gpu_types")
-    return tuple(_check_gpu_type(p, "gpu_types", source, line) for p in names)
-
-
-# -- whole-job validation -------------------------------------------------------------------------------------
-
-def check_spec(spec: JobSpec, source: str | None = None, line: int | None = None) -> JobSpec:
-    """Reject a job no scheduler could run or no reader could read back; returns the spec unchanged.
-
-    Shared by every reader (after building a spec) and by the writers (before writing), so the rules that
-    make a row valid live in one place.
-    """
-    src = source if source is not None else (spec.origin or f"job {spec.job_id!r}")
-
-    def bad(msg: str, field: str) -> InputError:
-        return InputError(msg, source=src, line=line, field=field)
-
-    for name in ("job_id", "model", "user", "reference_gpu"):
-        text = getattr(spec, name)
-        if not isinstance(text, str) or not text.strip():
-            raise bad("must be a non-empty string", name)
-        parse_text(text, name, src, line)
-    _check_gpu_type(spec.reference_gpu, "reference_gpu", src, line)
-    for t in spec.gpu_types:
-        if not t or GPU_TYPES_SEP in t:
-            raise bad(f"invalid GPU type {t!r}", "gpu_types")
-        _check_gpu_type(t, "gpu_types", src, line)
-    if not (math.isfinite(spec.submit_time_s) and spec.submit_time_s >= 0):
-        raise bad(f"must be a finite time >= 0, got {spec.submit_time_s!r}", "submit_time_s")
-    if spec.num_gpus < 1:
-        raise bad(f"must be >= 1, got {spec.num_gpus}", "num_gpus")
-    if spec.batch_size is not None and spec.batch_size < 1:
-        raise bad(f"must be >= 1, got {spec.batch_size}", "batch_size")
-    if spec.min_gpus < 1:
-        raise bad(f"must be >= 1, got {spec.min_gpus}", "min_gpus")
-    if spec.max_gpus is not None and spec.max_gpus < spec.min_gpus:
-        raise bad(f"max_gpus {spec.max_gpus} is below min_gpus {spec.min_gpus}", "max_gpus")
-    if spec.gpu_unit < 1:
-        raise bad(f"must be >= 1, got {spec.gpu_unit}", "gpu_unit")
-    if spec.num_gpus % spec.gpu_unit:
-        raise bad(f"num_gpus {spec.num_gpus} is not a multiple of gpu_unit {spec.gpu_unit}", "num_gpus")
-    if Adaptivity(spec.adaptivity) != Adaptivity.RIGID:
-        # The request is the starting allocation of an elastic job, so it has to lie in the job's own range.
-        if spec.num_gpus < spec.min_gpus:
-            raise bad(f"num_gpus {spec.num_gpus} is below min_gpus {spec.min_gpus}", "num_gpus")
-        if spec.max_gpus is not None and spec.num_gpus > spec.max_gpus:
-            raise bad(f"num_gpus {spec.num_gpus} is above max_gpus {spec.max_gpus}", "num_gpus")
-    for name in ("duration_s", "iterations"):
-        v = getattr(spec, name)
-        if v is not None and not (math.isfinite(v) and v > 0):
-            raise bad(f"must be positive, got {v!r}", name)
-    if spec.deadline_s is not None:
-        if not math.isfinite(spec.deadline_s):
-            raise bad(f"must be finite, got {spec.deadline_s!r}", "deadline_s")
-        if spec.deadline_s < spec.submit_time_s:
-            raise bad(f"deadline {spec.deadline_s:g} s precedes submission at {spec.submit_time_s:g} s",
-                      "deadline_s")
-    if not (math.isfinite(spec.priority) and spec.priority > 0):
-        raise bad(f"must be positive, got {spec.priority!r}", "priority")
-    return spec
-
-
-def check_unique_ids(specs: Sequence[JobSpec], source: str) -> None:
-    """Job ids key everything downstream (records, decisions), so a repeated id is an input error."""
-    seen: dict[str, str | None] = {}
-    for s in specs:
-        if s.job_id in seen:
-            first = seen[s.job_id]
-            line = _line_of(s.origin)
-            raise InputError(f"duplicate job_id {s.job_id!r} (first at {first})", source=source, line=line,
-                             field="job_id")
-        seen[s.job_id] = s.origin
-
-
-def _line_of(origin: str | None) -> int | None:
-    if origin and ":" in origin:
-        tail = origin.rsplit(":", 1)[1]
-        if tail.isdigit():
-            return int(tail)
-    return None
-
-
-def sort_by_submit(specs: Iterable[JobSpec]) -> list[JobSpec]:
-    """Stable sort by submission time: jobs submitted together keep their file order."""
-    return sorted(specs, key=lambda s: s.submit_time_s)
-
-
-# -- records <-> specs ---------------------------------------------------------------------------------------
 
 def spec_from_record(rec: Mapping[str, object], source: str, line: int) -> JobSpec:
     """Build and validate one job from a canonical row (cells as strings or numbers)."""
@@ -375,57 +181,15 @@ def from_frame(df: pd.DataFrame, source: str, *, first_line: int = 2) -> list[Jo
     frame.columns = cols
     specs = [spec_from_record(rec, source, first_line + i)
              for i, rec in enumerate(frame.to_dict(orient="records"))]
-    check_unique_ids(specs, source)
-    return sort_by_submit(specs)
+    return finish_specs(specs, source)
 
-
-# -- files ---------------------------------------------------------------------------------------------------
-
-def csv_rows(path: str | os.PathLike[str], *, delimiter: str = ",") -> tuple[list[str], list[tuple[int, list[str]]]]:
-    """Header and ``(line, cells)`` rows of a CSV file, with the file line each row starts on.
-
-    The csv module (not pandas) is used so every row keeps its true line number (blank lines and quoted
-    newlines included) and so a row with the wrong number of cells is an error rather than padding.
-    Blank lines are skipped.
-    """
-    source = str(path)
-    try:
-        fh = open(path, newline="", encoding="utf-8")  # noqa: SIM115 (closed below)
-    except OSError as exc:
-        raise InputError(f"cannot open trace: {exc.strerror or exc}", source=source) from None
-    with fh:
-        reader = csv.reader(fh, delimiter=delimiter)
-        header: list[str] | None = None
-        rows: list[tuple[int, list[str]]] = []
-        prev = 0
-        try:
-            for cells in reader:
-                start, prev = prev + 1, reader.line_num
-                if not cells or all(not c.strip() for c in cells):
-                    continue
-                if header is None:
-                    header = [c.strip() for c in cells]
-                    if header and header[0].startswith("\ufeff"):
-                        header[0] = header[0][1:]
-                    continue
-                if len(cells) != len(header):
-                    raise InputError(f"malformed line: {len(cells)} fields, the header has {len(header)}",
-                                     source=source, line=start)
-                rows.append((start, cells))
-        except csv.Error as exc:
-            raise InputError(f"malformed CSV: {exc}", source=source, line=reader.line_num) from None
-        except UnicodeDecodeError as exc:
-            raise InputError(f"not a UTF-8 text file ({exc.reason})", source=source) from None
-    if header is None:
-        raise InputError("empty trace file (no header line)", source=source)
-    return header, rows
 
 
 def read_canonical(path: str | os.PathLike[str]) -> list[JobSpec]:
     """Read a canonical trace (CSV, or Parquet when the name ends in ``.parquet``), sorted by submit time."""
     source = str(path)
     if source.endswith(".parquet"):
-        if not _pyarrow_available():
+        if not pyarrow_available():
             raise InputError("reading Parquet needs pyarrow, which is not installed; use CSV", source=source)
         try:
             df = pd.read_parquet(path)
@@ -435,31 +199,8 @@ def read_canonical(path: str | os.PathLike[str]) -> list[JobSpec]:
     header, rows = csv_rows(path)
     cols = _check_columns(header, source)
     specs = [spec_from_record(dict(zip(cols, cells, strict=True)), source, line) for line, cells in rows]
-    check_unique_ids(specs, source)
-    return sort_by_submit(specs)
+    return finish_specs(specs, source)
 
-
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike[str]):
-    """Yield a temp path next to ``path`` and rename it over ``path`` only if the block succeeds.
-
-    A crash or error half-way through writing never leaves a truncated trace behind (a later run would
-    otherwise read a silently shorter workload).
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; a trace is an ordinary file
-    try:
-        yield Path(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def write_trace(specs: Iterable[JobSpec], path: str | os.PathLike[str]) -> Path:
@@ -473,7 +214,7 @@ def write_trace(specs: Iterable[JobSpec], path: str | os.PathLike[str]) -> Path:
     check_unique_ids(specs, str(path))
     target = Path(path)
     if target.suffix == ".parquet":
-        if not _pyarrow_available():
+        if not pyarrow_available():
             raise InputError("writing Parquet needs pyarrow, which is not installed; use a .csv name",
                              source=str(path))
         with atomic_path(target) as tmp:
@@ -491,24 +232,3 @@ def strip_origin(specs: Iterable[JobSpec]) -> list[JobSpec]:
     """Specs without their origin (for comparing jobs read from different files)."""
     return [replace(s, origin=None) for s in specs]
 
-
-def parse_trace_options(args: str, spec: str, known: Sequence[str], numeric: Mapping[str, type]) -> dict[str, object]:
-    """``key=value,key=value`` options of a generated trace (``synthetic:...``, ``synergy:...``).
-
-    Unknown, repeated or malformed keys are errors naming the trace; ``numeric`` maps keys to int or float.
-    """
-    out: dict[str, object] = {}
-    for item in filter(None, (p.strip() for p in args.split(","))):
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not value:
-            raise InputError(f"trace '{spec}': expected key=value, got {item!r}")
-        if key not in known:
-            raise InputError(f"trace '{spec}': unknown key {key!r} (known: {', '.join(known)})")
-        if key in out:
-            raise InputError(f"trace '{spec}': key {key!r} given twice")
-        try:
-            out[key] = numeric[key](value) if key in numeric else value
-        except ValueError:
-            raise InputError(f"trace '{spec}': {key}={value!r} is not a number") from None
-    return out

@@ -29,7 +29,7 @@ import numpy as np
 
 from dlsched.core.errors import InputError
 from dlsched.core.job import Adaptivity, JobSpec
-from dlsched.traces.schema import parse_trace_options
+from dlsched.traces.options import parse_trace_options
 from dlsched.traces.synthetic import philly_stats
 
 #: Synergy's task split (image, language, other) and PAL's models per task.

@@ -16,7 +16,7 @@ Every round:
    exactly their GPU count (eq. 3.5); non-preemptible jobs and jobs in the middle of a checkpoint-restore
    keep their configuration (forced options, as the artifact does).
 5. **Solve** with HiGHS: the exact MILP for small problems, the warm-started LP relaxation plus rounding
-   (:class:`~dlsched.solvers.highs.IncrementalAssignment`) at scale (``solver=auto``).
+   (:class:`~dlsched.solvers.IncrementalAssignment`) at scale (``solver=auto``).
 
 The result is a :class:`~dlsched.policies.stages.Plan` whose demands name type, GPU count and nodes; each
 carries the job's smaller options as fallbacks, best first, for a placement that cannot fit the chosen one.
@@ -46,7 +46,7 @@ from dlsched.policies.sia.problem import (
 )
 from dlsched.policies.sia.profiling import ProfilePlanner
 from dlsched.policies.stages import AllocationStage, AllocationTraits, Demand, Plan, Shape
-from dlsched.solvers.highs import AssignmentProblem, AssignmentResult, IncrementalAssignment, solve_assignment
+from dlsched.solvers import AssignmentProblem, AssignmentResult, IncrementalAssignment, solve_assignment
 
 PROFILING_MODES = ("bootstrap", "oracle", "none")
 SOLVERS = ("auto", "milp", "lp-round", "incremental")

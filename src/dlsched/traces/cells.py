@@ -1,0 +1,131 @@
+"""Parsing single cells of a trace row, with errors that name the file, line and column.
+
+Readers hand cells over as strings (CSV) or numbers (DataFrames); each parser accepts both, treats an
+empty cell / None / NaN as "missing", and raises :class:`~dlsched.core.InputError` naming the file, line and
+column, so a bad trace fails at load time with one clear line.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import cast
+
+import pandas as pd
+
+from dlsched.core.errors import InputError
+from dlsched.core.gpu import KNOWN_GPU_TYPES
+from dlsched.core.job import Adaptivity
+
+#: Separator of the ``gpu_types`` cell (a comma would clash with CSV).
+GPU_TYPES_SEP = ";"
+#: Control characters (newlines included) are refused in text cells: they would break line numbering.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def is_missing(value: object) -> bool:
+    """Whether a cell is empty: None, an all-blank string, or a pandas/NumPy missing value."""
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return value.strip() == ""
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def parse_float(value: object, field: str, source: str, line: int | None, *, required: bool = False,
+                minimum: float | None = None, positive: bool = False) -> float | None:
+    """A finite float, or None for an empty optional cell."""
+    if is_missing(value):
+        if required:
+            raise InputError("missing value", source=source, line=line, field=field)
+        return None
+    try:
+        x = float(value.strip()) if isinstance(value, str) else float(cast(float, value))
+    except (TypeError, ValueError):
+        raise InputError(f"not a number: {value!r}", source=source, line=line, field=field) from None
+    if not math.isfinite(x):
+        raise InputError(f"must be finite, got {value!r}", source=source, line=line, field=field)
+    if positive and x <= 0:
+        raise InputError(f"must be positive, got {value!r}", source=source, line=line, field=field)
+    if minimum is not None and x < minimum:
+        raise InputError(f"must be >= {minimum:g}, got {value!r}", source=source, line=line, field=field)
+    return x
+
+
+def parse_int(value: object, field: str, source: str, line: int | None, *, required: bool = False,
+              minimum: int | None = None) -> int | None:
+    """An integer (``"4"`` and ``"4.0"`` both read as 4, ``"4.5"`` is an error), or None if empty."""
+    x = parse_float(value, field, source, line, required=required)
+    if x is None:
+        return None
+    if x != int(x):
+        raise InputError(f"must be a whole number, got {value!r}", source=source, line=line, field=field)
+    n = int(x)
+    if minimum is not None and n < minimum:
+        raise InputError(f"must be >= {minimum}, got {value!r}", source=source, line=line, field=field)
+    return n
+
+
+def req_float(value: object, field: str, source: str, line: int | None, *, minimum: float | None = None,
+              positive: bool = False) -> float:
+    """:func:`parse_float` for a required cell (never None)."""
+    x = parse_float(value, field, source, line, required=True, minimum=minimum, positive=positive)
+    return cast(float, x)
+
+
+def req_int(value: object, field: str, source: str, line: int | None, *, minimum: int | None = None) -> int:
+    """:func:`parse_int` for a required cell (never None)."""
+    return cast(int, parse_int(value, field, source, line, required=True, minimum=minimum))
+
+
+def req_text(value: object, field: str, source: str, line: int | None) -> str:
+    """:func:`parse_text` for a required cell (never None)."""
+    return cast(str, parse_text(value, field, source, line, required=True))
+
+
+def parse_text(value: object, field: str, source: str, line: int | None, *, required: bool = False,
+               default: str | None = None) -> str | None:
+    """A non-empty single-line string kept verbatim (names may contain spaces, commas, quotes)."""
+    if is_missing(value):
+        if required:
+            raise InputError("missing value", source=source, line=line, field=field)
+        return default
+    text = value if isinstance(value, str) else str(value)
+    if _CONTROL.search(text):
+        raise InputError(f"control characters are not allowed: {text!r}", source=source, line=line, field=field)
+    return text
+
+
+def parse_adaptivity(value: object, source: str, line: int | None, *,
+                     default: Adaptivity = Adaptivity.RIGID) -> Adaptivity:
+    if is_missing(value):
+        return default
+    text = str(value).strip().lower()
+    try:
+        return Adaptivity(text)
+    except ValueError:
+        known = ", ".join(a.value for a in Adaptivity)
+        raise InputError(f"unknown adaptivity {value!r} (one of: {known})", source=source, line=line,
+                         field="adaptivity") from None
+
+
+def check_gpu_type(name: str, field: str, source: str, line: int | None) -> str:
+    """``name`` if it is a GPU type dlsched knows (has a profile for), else an InputError listing them."""
+    if name not in KNOWN_GPU_TYPES:
+        known = ", ".join(sorted(KNOWN_GPU_TYPES))
+        raise InputError(f"unknown GPU type {name!r} (known: {known})", source=source, line=line, field=field)
+    return name
+
+
+def parse_gpu_types(value: object, source: str, line: int | None) -> tuple[str, ...]:
+    """``"a100;v100"`` -> ``("a100", "v100")``; each name must be a known GPU type."""
+    if is_missing(value):
+        return ()
+    names = [p.strip() for p in str(value).split(GPU_TYPES_SEP)]
+    if any(not p for p in names):
+        raise InputError(f"empty GPU type in {value!r}", source=source, line=line, field="gpu_types")
+    return tuple(check_gpu_type(p, "gpu_types", source, line) for p in names)
+

@@ -1,0 +1,101 @@
+"""The rules every job must satisfy, whoever made it: readers check after parsing, writers before writing.
+
+Keeping them in one place means a trace dlsched writes always reads back, and every reader rejects the
+same impossible requests with the same message.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+from dlsched.core.errors import InputError
+from dlsched.core.job import Adaptivity, JobSpec
+from dlsched.traces.cells import GPU_TYPES_SEP, check_gpu_type, parse_text
+
+
+def check_spec(spec: JobSpec, source: str | None = None, line: int | None = None) -> JobSpec:
+    """Reject a job no scheduler could run or no reader could read back; returns the spec unchanged.
+
+    Shared by every reader (after building a spec) and by the writers (before writing), so the rules that
+    make a row valid live in one place.
+    """
+    src = source if source is not None else (spec.origin or f"job {spec.job_id!r}")
+
+    def bad(msg: str, field: str) -> InputError:
+        return InputError(msg, source=src, line=line, field=field)
+
+    for name in ("job_id", "model", "user", "reference_gpu"):
+        text = getattr(spec, name)
+        if not isinstance(text, str) or not text.strip():
+            raise bad("must be a non-empty string", name)
+        parse_text(text, name, src, line)
+    check_gpu_type(spec.reference_gpu, "reference_gpu", src, line)
+    for t in spec.gpu_types:
+        if not t or GPU_TYPES_SEP in t:
+            raise bad(f"invalid GPU type {t!r}", "gpu_types")
+        check_gpu_type(t, "gpu_types", src, line)
+    if not (math.isfinite(spec.submit_time_s) and spec.submit_time_s >= 0):
+        raise bad(f"must be a finite time >= 0, got {spec.submit_time_s!r}", "submit_time_s")
+    if spec.num_gpus < 1:
+        raise bad(f"must be >= 1, got {spec.num_gpus}", "num_gpus")
+    if spec.batch_size is not None and spec.batch_size < 1:
+        raise bad(f"must be >= 1, got {spec.batch_size}", "batch_size")
+    if spec.min_gpus < 1:
+        raise bad(f"must be >= 1, got {spec.min_gpus}", "min_gpus")
+    if spec.max_gpus is not None and spec.max_gpus < spec.min_gpus:
+        raise bad(f"max_gpus {spec.max_gpus} is below min_gpus {spec.min_gpus}", "max_gpus")
+    if spec.gpu_unit < 1:
+        raise bad(f"must be >= 1, got {spec.gpu_unit}", "gpu_unit")
+    if spec.num_gpus % spec.gpu_unit:
+        raise bad(f"num_gpus {spec.num_gpus} is not a multiple of gpu_unit {spec.gpu_unit}", "num_gpus")
+    if Adaptivity(spec.adaptivity) != Adaptivity.RIGID:
+        # The request is the starting allocation of an elastic job, so it has to lie in the job's own range.
+        if spec.num_gpus < spec.min_gpus:
+            raise bad(f"num_gpus {spec.num_gpus} is below min_gpus {spec.min_gpus}", "num_gpus")
+        if spec.max_gpus is not None and spec.num_gpus > spec.max_gpus:
+            raise bad(f"num_gpus {spec.num_gpus} is above max_gpus {spec.max_gpus}", "num_gpus")
+    for name in ("duration_s", "iterations"):
+        v = getattr(spec, name)
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise bad(f"must be positive, got {v!r}", name)
+    if spec.deadline_s is not None:
+        if not math.isfinite(spec.deadline_s):
+            raise bad(f"must be finite, got {spec.deadline_s!r}", "deadline_s")
+        if spec.deadline_s < spec.submit_time_s:
+            raise bad(f"deadline {spec.deadline_s:g} s precedes submission at {spec.submit_time_s:g} s",
+                      "deadline_s")
+    if not (math.isfinite(spec.priority) and spec.priority > 0):
+        raise bad(f"must be positive, got {spec.priority!r}", "priority")
+    return spec
+
+
+def check_unique_ids(specs: Sequence[JobSpec], source: str) -> None:
+    """Job ids key everything downstream (records, decisions), so a repeated id is an input error."""
+    seen: dict[str, str | None] = {}
+    for s in specs:
+        if s.job_id in seen:
+            first = seen[s.job_id]
+            line = _line_of(s.origin)
+            raise InputError(f"duplicate job_id {s.job_id!r} (first at {first})", source=source, line=line,
+                             field="job_id")
+        seen[s.job_id] = s.origin
+
+
+def _line_of(origin: str | None) -> int | None:
+    if origin and ":" in origin:
+        tail = origin.rsplit(":", 1)[1]
+        if tail.isdigit():
+            return int(tail)
+    return None
+
+
+def sort_by_submit(specs: Iterable[JobSpec]) -> list[JobSpec]:
+    """Stable sort by submission time: jobs submitted together keep their file order."""
+    return sorted(specs, key=lambda s: s.submit_time_s)
+
+
+def finish_specs(specs: list[JobSpec], source: str) -> list[JobSpec]:
+    """What every reader does last: refuse repeated job ids, then sort by submission time."""
+    check_unique_ids(specs, source)
+    return sort_by_submit(specs)
