@@ -49,6 +49,20 @@ class SchedulerEntry:
     factory: Callable[..., Scheduler] | None = None
     #: Tunables of a factory-built scheduler, with defaults (stage compositions derive theirs).
     factory_tunables: dict[str, Any] = field(default_factory=dict)
+    #: Default scheduling round length, seconds (a run that gives none uses it).
+    round_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class SchedulerTraits:
+    """What the simulator must know about a built scheduler before it runs it."""
+
+    #: The scheduler answers from the simulator's truth (Sia's ``profiling=oracle`` comparison runs).
+    needs_oracle: bool = False
+
+
+#: Presets whose papers use rounds other than 60 s: Gavel's 360 s leases, PAL's 360 s rounds.
+_PRESET_ROUND_S = {"gavel": 360.0, "pal": 360.0, "pm-first": 360.0}
 
 
 ORDERINGS: dict[str, StageEntry] = {}
@@ -70,6 +84,8 @@ def register_placement(name: str, cls: type, description: str = "", **fixed: Any
 
 
 def register_scheduler(name: str, entry: SchedulerEntry) -> None:
+    if name in _PRESET_ROUND_S:
+        entry = dataclasses.replace(entry, round_s=_PRESET_ROUND_S[name])
     SCHEDULERS[name] = entry
 
 
@@ -129,22 +145,32 @@ def entry_name(entry: StageEntry, prefix: str) -> str:
     return next(n for n, e in table.items() if e is entry)
 
 
-def build_scheduler(policy: str, *, ordering: str | None = None, placement: str | None = None,
+def build_scheduler(policy: str, *, admission: str | None = None, ordering: str | None = None,
+                    allocation: str | None = None, placement: str | None = None, coordination: str | None = None,
                     settings: dict[str, str] | None = None, seed: int = 0) -> Scheduler:
-    """Build a named scheduler, optionally swapping its ordering or placement and setting tunables."""
+    """Build a named scheduler, optionally swapping stages and setting tunables."""
     settings = dict(settings or {})
     if policy not in SCHEDULERS:
         raise InputError(f"unknown policy '{policy}' (known: {', '.join(sorted(SCHEDULERS))})", field="policy")
+    for what, value in (("admission", admission), ("coordination", coordination)):
+        if value is not None:
+            raise InputError(f"unknown {what} '{value}' (no {what} stages are registered)", field=what)
     entry = SCHEDULERS[policy]
     if entry.factory is not None:
-        return entry.factory(settings=settings, seed=seed, ordering=ordering, placement=placement)
-    used: set[str] = set()
-    o = _instantiate(_lookup(ORDERINGS, ordering or entry.ordering, "ordering"), settings, "ordering", used, {})
-    a = _instantiate(_lookup(ALLOCATIONS, entry.allocation, "allocation"), settings, "allocation", used, {})
-    p = _instantiate(_lookup(PLACEMENTS, placement or entry.placement, "placement"), settings, "placement", used,
-                     {"seed": seed})
-    check_all_used(settings, used, policy)
-    return StagedScheduler(name=policy, ordering=o, allocation=a, placement=p)
+        if allocation is not None:
+            raise InputError(f"policy '{policy}' allocates GPUs itself; it takes no --allocation", field="allocation")
+        sched = entry.factory(settings=settings, seed=seed, ordering=ordering, placement=placement)
+    else:
+        used: set[str] = set()
+        o = _instantiate(_lookup(ORDERINGS, ordering or entry.ordering, "ordering"), settings, "ordering", used, {})
+        a = _instantiate(_lookup(ALLOCATIONS, allocation or entry.allocation, "allocation"), settings, "allocation",
+                         used, {})
+        p = _instantiate(_lookup(PLACEMENTS, placement or entry.placement, "placement"), settings, "placement",
+                         used, {"seed": seed})
+        check_all_used(settings, used, policy)
+        sched = StagedScheduler(name=policy, ordering=o, allocation=a, placement=p)
+    sched.traits = SchedulerTraits(needs_oracle=bool(getattr(sched, "wants_oracle", False)))  # type: ignore[attr-defined]
+    return sched
 
 
 def check_all_used(settings: dict[str, str], used: set[str], policy: str) -> None:
