@@ -91,6 +91,9 @@ class RunConfig(BaseModel):
     allocation: str | None = None
     placement: str | None = None
     coordination: str | None = None
+    #: Name of the run in tables and reports; None: the policy plus the stage overrides given
+    #: (``fifo+las``, ``fifo@pal``). The resolved config records it, so a replay keeps its name.
+    label: str | None = Field(None, min_length=1)
     #: Policy tunables, as strings the way ``--set`` gives them (the policy parses and rejects them).
     settings: dict[str, str] = Field(default_factory=dict)
     #: Options of the simulated truth (the fields of WorldConfig).
@@ -118,9 +121,12 @@ class RunConfig(BaseModel):
     def parse(cls, data: Mapping[str, Any], source: str | None = None) -> RunConfig:
         """Validate ``data`` (a dict, e.g. read from ``config.json``), naming ``source`` in errors."""
         try:
-            return cls.model_validate(dict(data))
-        except ValidationError as exc:
-            raise input_error(exc, source) from None
+            return cls(**dict(data))
+        except InputError as exc:
+            if source is None:
+                raise
+            message = str(exc).removeprefix(f"field '{exc.field}': ")
+            raise InputError(message, source=source, field=exc.field) from None
 
     @field_validator("settings", mode="before")
     @classmethod

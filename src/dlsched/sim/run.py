@@ -102,7 +102,8 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
             "cluster": _file_or_name(config.cluster), "trace": resolve_trace_spec(config.trace, config.trace_seed),
             "trace_seed": config.trace_seed if config.trace_seed is not None else TUNED_SEED,
             "round_s": config.round_s if config.round_s is not None else default_round_s(config.policy),
-            "world_seed": world_seed, "data_dir": data_dir, **stages_used(config)})
+            "world_seed": world_seed, "data_dir": data_dir, "label": policy_label(config),
+            **stages_used(config)})
         specs, trace_name = load_jobs(resolved, cluster)
         sim_cfg = SimConfig(round_s=float(resolved.round_s), seed=config.seed,  # type: ignore[arg-type]
                             max_time_s=config.max_time_s, stall_rounds=config.stall_rounds)
@@ -110,7 +111,7 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
         engine = Engine(cluster, specs, played, world, sim_cfg, on_progress=on_progress)  # type: ignore[arg-type]
         attach_oracle(scheduler, world, engine)
     return PreparedRun(config=resolved, engine=engine, scheduler=scheduler, trace_name=trace_name,
-                       label=policy_label(resolved))
+                       label=resolved.label)  # type: ignore[arg-type]
 
 
 def simulate(config: RunConfig, *, on_progress: Progress | None = None,
@@ -206,14 +207,14 @@ def stages_used(config: RunConfig) -> dict[str, str | None]:
 
 
 def policy_label(config: RunConfig) -> str:
-    """``policy``, ``policy+ordering``, ``policy@placement``: stages only where they differ from the preset's."""
-    entry = SCHEDULERS[config.policy]
+    """The run's name: its ``label``, else ``policy`` with the overrides given (``fifo+las``, ``fifo@pal``)."""
+    if config.label is not None:
+        return config.label
     label = config.policy
     for stage in STAGES:
         value = getattr(config, stage)
-        if value is None or value == getattr(entry, stage, None):
-            continue
-        label += {"ordering": f"+{value}", "placement": f"@{value}"}.get(stage, f" {stage}={value}")
+        if value is not None:
+            label += {"ordering": f"+{value}", "placement": f"@{value}"}.get(stage, f" {stage}={value}")
     return label
 
 
