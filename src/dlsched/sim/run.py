@@ -148,14 +148,14 @@ def run_many(configs: Sequence[RunConfig], workers: int | None = None, *,
 
     Records come back in the order of ``configs``; ``on_result(index, records)`` is called as each run ends.
     A failing run raises (after the others finish) unless ``return_exceptions``, which puts the exception in
-    its slot instead, so a long sweep can report a failure and keep the other results.
+    its slot (and hands it to ``on_result``) instead, so a long sweep can report a failure and keep the rest.
     """
     n = max(1, min(workers or cpu_count(), len(configs)))
     out: list[Any] = [None] * len(configs)
 
     def done(i: int, value: RunRecords | BaseException) -> None:
         out[i] = value
-        if on_result is not None:
+        if on_result is not None and (return_exceptions or not isinstance(value, BaseException)):
             on_result(i, value)
 
     if n == 1:
