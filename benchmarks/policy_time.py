@@ -27,12 +27,9 @@ import time
 
 import numpy as np
 
-from dlsched.clusters import load_cluster
-from dlsched.core import Cluster, make_cluster
-from dlsched.policies import SCHEDULERS, build_scheduler
-from dlsched.sim.engine import Engine, SimConfig
-from dlsched.traces import resolve_trace
-from dlsched.world.base import World
+from dlsched.policies import SCHEDULERS
+from dlsched.sim.config import RunConfig
+from dlsched.sim.run import StopRun, simulate
 
 #: Policies to time; unregistered names are skipped (add Pollux, Gavel ... here as they land).
 POLICIES = ["sia", "pollux", "gavel"]
@@ -42,74 +39,41 @@ SCALES = [1, 8, 32]
 #: minutes at 2,048 (the scaling wall the thesis describes), so it stops at K=8 unless ``--all-scales``.
 MAX_SCALE = {"pollux": 8}
 BASE_CLUSTER = "sia-hetero-64"
-
-
-def scaled_cluster(k: int) -> Cluster:
-    """``sia-hetero-64`` with every node group ``k`` times as many nodes."""
-    base = load_cluster(BASE_CLUSTER)
-    if k == 1:
-        return base
-    groups: list[tuple[str, int, int]] = []
-    for t in base.type_names:
-        sizes: dict[int, int] = {}
-        for n in base.nodes_of_type[t]:
-            sizes[base.nodes[n].num_gpus] = sizes.get(base.nodes[n].num_gpus, 0) + 1
-        groups += [(t, count * k, per) for per, count in sorted(sizes.items())]
-    return make_cluster(f"{BASE_CLUSTER}-x{k}", groups, dict(base.gpu_types), variability=base.variability)
+#: Every policy is timed at the same round length, so rounds are comparable across policies.
+ROUND_S = 60.0
 
 
 def trace_for(k: int, workload: int) -> str:
     return f"sia-philly:{workload}" if k == 1 else f"sia-scale:scale_{k}x:{workload}"
 
 
-class _WallLimit(Exception):
-    """Raised from the engine's progress callback when a measurement has used its wall-clock budget."""
-
-
 def measure(policy: str, k: int, *, hours: float, warmup_h: float, workload: int,
             settings: dict[str, str] | None = None, max_wall_s: float | None = None) -> dict:
-    cluster = scaled_cluster(k)
     trace = trace_for(k, workload)
-    specs, _ = resolve_trace(trace)
-    scheduler = build_scheduler(policy, settings=settings or {})
-    world = World(cluster, seed=0)
+    config = RunConfig(cluster=BASE_CLUSTER, cluster_scale=k, trace=trace, policy=policy, settings=settings or {},
+                       round_s=ROUND_S, max_time_s=hours * 3600.0)
     t0 = time.perf_counter()
 
     def guard(t: float, done: int, total: int) -> None:
         if max_wall_s is not None and time.perf_counter() - t0 > max_wall_s:
-            raise _WallLimit
+            raise StopRun  # a slow policy: measure the rounds simulated within the budget
 
-    engine = Engine(cluster, specs, scheduler, world, SimConfig(round_s=60.0, max_time_s=hours * 3600.0),
-                    on_progress=guard)
-    if getattr(scheduler, "wants_oracle", False):
-        from dlsched.sim.oracle import OracleGoodput
-
-        scheduler.attach_oracle(OracleGoodput(world, engine.physics_of))
-    infos: dict[float, dict[str, float]] = {}
-    inner = scheduler.schedule
-
-    def schedule(view):  # keep each round's Decision.info (Sia reports its own breakdown there)
-        d = inner(view)
-        infos[view.time_s] = dict(d.info)
-        return d
-
-    scheduler.schedule = schedule
-    truncated = False
-    try:
-        engine.run()
-    except _WallLimit:  # a slow policy: measure the rounds simulated within the budget
-        truncated = True
+    infos: dict[float, dict[str, float]] = {}  # each round's Decision.info (Sia reports its own breakdown there)
+    records = simulate(config, on_progress=guard, on_decision=lambda view, d: infos.__setitem__(view.time_s,
+                                                                                                   dict(d.info)))
+    truncated = not records.complete
     wall = time.perf_counter() - t0
-    rounds = engine.rounds
-    end_s = rounds[-1].time_s + 60.0 if rounds else 0.0
+    cluster_gpus = records.num_gpus
+    rounds = records.rounds
+    end_s = rounds[-1].time_s + ROUND_S if rounds else 0.0
     start = warmup_h * 3600.0 if any(r.time_s >= warmup_h * 3600.0 for r in rounds) else 0.0
     rows = [r for r in rounds if r.active_jobs > 0 and r.time_s >= start] or [r for r in rounds if r.active_jobs > 0]
     if not rows:
-        return {"bench": "policy_time", "policy": policy, "gpus": cluster.num_gpus, "trace": trace, "rounds": 0,
+        return {"bench": "policy_time", "policy": policy, "gpus": cluster_gpus, "trace": trace, "rounds": 0,
                 "median_s": None, "p99_s": None, "wall_s": round(wall, 1), "truncated": truncated}
     times = np.array([r.policy_s for r in rows], dtype=float)
     active = np.array([r.active_jobs for r in rows], dtype=float)
-    out = {"bench": "policy_time", "policy": policy, "gpus": cluster.num_gpus, "trace": trace,
+    out = {"bench": "policy_time", "policy": policy, "gpus": cluster_gpus, "trace": trace,
            "rounds": int(len(times)), "median_s": round(float(np.median(times)), 5),
            "p99_s": round(float(np.percentile(times, 99)), 5), "mean_s": round(float(times.mean()), 5),
            "max_s": round(float(times.max()), 5), "active_jobs_median": float(np.median(active)),

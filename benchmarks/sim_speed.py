@@ -12,24 +12,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
+from pathlib import Path
 
-from dlsched.clusters import load_cluster
-from dlsched.core import KNOWN_GPU_TYPES, make_cluster
-from dlsched.policies import build_scheduler
-from dlsched.sim.engine import Engine, SimConfig
-from dlsched.traces import synthetic
-from dlsched.world.base import World
+from dlsched.sim.config import RunConfig
+from dlsched.sim.run import simulate
+
+#: 256 servers of 8 V100 (a cluster file, so the run is an ordinary configuration).
+BIG_CLUSTER = str(Path(__file__).resolve().parent / "clusters" / "v100-2048.yaml")
 
 
-def measure(cluster, specs, policy: str = "fifo") -> dict:
-    world = World(cluster, seed=0)
-    engine = Engine(cluster, specs, build_scheduler(policy), world, SimConfig(round_s=60.0))
-    t0 = time.perf_counter()
-    res = engine.run()
-    wall = time.perf_counter() - t0
+def measure(config: RunConfig) -> dict:
+    res = simulate(config)
+    wall = res.summary["sim_wall_s"]
     done = sum(1 for r in res.jobs if r.finish_s is not None)
-    return {"bench": "sim_speed", "gpus": cluster.num_gpus, "jobs": len(specs), "policy": policy,
+    return {"bench": "sim_speed", "gpus": res.num_gpus, "jobs": len(res.jobs), "policy": res.label,
             "completed": done, "rounds": len(res.rounds), "sim_s": res.end_time_s, "wall_s": round(wall, 3),
             "sim_s_per_wall_s": round(res.end_time_s / wall, 1)}
 
@@ -38,14 +34,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="only the small case")
     args = ap.parse_args()
-    rows = []
-    small = load_cluster("sia-hetero-64")
-    rows.append(measure(small, synthetic(rate=20, hours=8, seed=1, num_jobs=160)))
+    rows = [measure(RunConfig(cluster="sia-hetero-64", trace="synthetic:rate=20,hours=8,seed=1,jobs=160",
+                              round_s=60.0))]
     if not args.quick:
-        big = make_cluster("scale-2048", [("v100", 256, 8)], {"v100": KNOWN_GPU_TYPES["v100"]})
         # 10,000 jobs over ~2.5 days: about 170 jobs/h keeps a 2,048-GPU cluster busy but not swamped
-        specs = synthetic(rate=170, hours=10000 / 170, seed=2, kind="rigid-duration")[:10000]
-        rows.append(measure(big, specs))
+        rows.append(measure(RunConfig(cluster=BIG_CLUSTER, trace=f"synthetic:rate=170,hours={10000 / 170!r},seed=2,"
+                                      "kind=rigid-duration", jobs=10000, round_s=60.0)))
     for r in rows:
         print(f"{r['jobs']:>6} jobs on {r['gpus']:>5} GPUs: {r['wall_s']:8.2f} s wall, "
               f"{r['sim_s_per_wall_s']:>10.0f} simulated s per wall s ({r['rounds']} rounds)", file=sys.stderr)

@@ -1,14 +1,15 @@
-"""Shared pieces of the PAL (SC'24) experiments: one simulation as a picklable task, run in parallel.
+"""Shared pieces of the PAL (SC'24) experiments: run specs as run configurations, run in parallel.
 
-Every experiment is a list of run specs (plain dicts) fanned out over processes with
-``concurrent.futures``; each worker builds the cluster, trace, scheduler and world itself and returns a small
-dict of metrics (and, on request, time series), so the parent never holds simulation state.
+Every experiment is a list of run specs (plain dicts) fanned out over processes by
+:func:`dlsched.sim.run.run_many`; each spec becomes a :class:`~dlsched.sim.config.RunConfig`
+(:func:`config_of`) and the parent turns each run's records into a small dict of metrics (and, on request,
+time series).
 
-Variability. ``variability="world"`` uses the simulator's own draw (``world/variability.py``: every
-simulated GPU is a profiled GPU, scored by the median of its runs). ``variability="runs"`` reproduces how
-PAL's simulator draws scores: per class, single benchmark runs sampled from the measured file (stragglers
-included, up to 3.6x for ResNet-50 on Longhorn), see :func:`dlsched.estimators.pm_scores.sample_runs`. In both
-cases the policy sees only the profile the engine hands it (``ClusterView.gpu_scores``), and bins it itself.
+Variability. ``variability="world"`` uses the simulator's default draw (world option ``gpu_speeds=median``:
+every simulated GPU is a profiled GPU, scored by the median of its runs). ``variability="runs"`` reproduces
+how PAL's simulator draws scores (``gpu_speeds=runs``): per class, single benchmark runs sampled from the
+measured file (stragglers included, up to 3.6x for ResNet-50 on Longhorn). In both cases the policy sees only
+the profile the engine hands it (``ClusterView.gpu_scores``), and bins it itself.
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ import json
 import math
 import os
 import sys
-import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -33,107 +32,75 @@ PAPER_NAMES = {"packed-sticky": "Tiresias", "packed": "Gandiva", "random-sticky"
 ROUND_S = 360.0
 
 
-def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one simulation described by ``spec`` and return its metrics (worker entry point).
+def config_of(spec: dict[str, Any]):
+    """The run configuration of a spec.
 
     Keys: ``cluster``, ``trace``, ``ordering``, ``placement``, ``policy`` (default ``fifo``), ``seed``,
-    ``round_s``, ``settings`` (``--set`` pairs: world, engine and policy keys), ``variability``
-    (``world`` or ``runs``), ``jobs_window`` ((lo, hi) job index range, by submission order, for the averages),
-    ``series`` (also return GPUs in use per round and wait per job), ``max_time_s``.
+    ``round_s`` (default 360 s), ``settings`` (policy tunables), ``world`` (world options such as
+    ``locality_penalty``), ``variability`` (``world`` or ``runs``), ``jobs_window`` ((lo, hi) job index range,
+    by submission order, for the averages), ``max_time_s``.
     """
-    from dlsched.clusters import load_cluster
-    from dlsched.estimators.pm_scores import sample_runs
-    from dlsched.policies import build_scheduler
-    from dlsched.sim.engine import Engine, SimConfig
-    from dlsched.sim.runner import load_jobs, split_settings
-    from dlsched.world.base import World
-    from dlsched.world.variability import GpuSpeeds
+    from dlsched.sim.config import RunConfig
 
-    t0 = time.perf_counter()
-    cluster = load_cluster(spec["cluster"])
-    specs, _ = load_jobs(spec["trace"], None)
-    settings = dict(spec.get("settings") or {})
-    world_cfg, engine_kwargs, policy_settings = split_settings(settings)
-    seed = int(spec.get("seed", 0))
-    scheduler = build_scheduler(spec.get("policy", "fifo"), ordering=spec.get("ordering"),
-                                placement=spec.get("placement"), settings=policy_settings, seed=seed)
-    world = World(cluster, world_cfg, seed=seed)
-    if spec.get("variability", "world") == "runs" and cluster.variability is not None:
-        prof = sample_runs(cluster.variability, cluster.num_gpus, seed=seed)
-        world.speeds = GpuSpeeds(prof.scores, cluster.num_gpus, family=cluster.variability, origin="runs")
-    if spec.get("max_time_s") is not None:
-        engine_kwargs["max_time_s"] = float(spec["max_time_s"])
-    engine = Engine(cluster, specs, scheduler, world,
-                    SimConfig(round_s=float(spec.get("round_s", ROUND_S)), seed=seed, **engine_kwargs))
-    result = engine.run()
-    # One record per job, by id (defensive: older engines listed finished jobs twice).
-    jobs = list({j.job_id: j for j in result.jobs}.values())
-    order = sorted(range(len(jobs)), key=lambda i: (jobs[i].submit_s, _num(jobs[i].job_id)))
-    jobs = [jobs[i] for i in order]
+    world = dict(spec.get("world") or {})
+    if spec.get("variability", "world") == "runs":
+        world["gpu_speeds"] = "runs"
+    window = spec.get("jobs_window")
+    return RunConfig(cluster=spec["cluster"], trace=spec["trace"], policy=spec.get("policy", "fifo"),
+                     ordering=spec.get("ordering"), placement=spec.get("placement"), seed=int(spec.get("seed", 0)),
+                     round_s=float(spec.get("round_s", ROUND_S)), settings=spec.get("settings") or {}, world=world,
+                     max_time_s=spec.get("max_time_s"), summary_jobs=tuple(window) if window else None)
+
+
+def metrics_of(spec: dict[str, Any], records: Any) -> dict[str, Any]:
+    """A spec's result: the spec (without ``series``), the averages over its jobs window, the same over
+    multi-GPU jobs (``multi``), policy time per round, and with ``series`` the GPUs in use and the waits."""
+    from dlsched.sim.run import window_jobs
+
     out = {k: v for k, v in spec.items() if k != "series"}
-    out.update(_metrics(jobs, spec.get("jobs_window")))
-    multi = [j for j in _window(jobs, spec.get("jobs_window")) if j.requested_gpus > 1]
-    out["multi"] = _metrics(multi, None)
-    policy_s = np.array([r.policy_s for r in result.rounds], dtype=float)
+    out.update(_metrics(records.summary))
+    jobs = window_jobs(records.jobs, records.config.summary_jobs)
+    out["multi"] = _metrics(_summary([j for j in jobs if j.requested_gpus > 1], records))
+    policy_s = np.array([r.policy_s for r in records.rounds], dtype=float)
     out["policy_median_s"] = float(np.median(policy_s)) if len(policy_s) else None
     out["policy_max_s"] = float(policy_s.max()) if len(policy_s) else None
-    out["rounds"] = len(result.rounds)
-    out["wall_s"] = time.perf_counter() - t0
+    out["rounds"] = len(records.rounds)
+    out["wall_s"] = records.wall_s
     if spec.get("series"):
         # Step function: keep the rounds where the count changes (and the last one).
-        pts = [[round(r.time_s), r.allocated_gpus] for r in result.rounds]
+        pts = [[round(r.time_s), r.allocated_gpus] for r in records.rounds]
         out["gpus_in_use"] = [p for i, p in enumerate(pts) if i == 0 or i == len(pts) - 1 or p[1] != pts[i - 1][1]]
-        out["waits"] = [[j.job_id, round(j.submit_s, 1), round(j.wait_s, 1)] for j in jobs]
+        out["waits"] = [[j.job_id, round(j.submit_s, 1), round(j.wait_s, 1)] for j in window_jobs(records.jobs, None)]
     return out
 
 
-def _num(job_id: str) -> float:
-    try:
-        return float(job_id)
-    except ValueError:
-        return math.inf
+def _summary(jobs: list, records: Any) -> dict[str, Any]:
+    from dlsched.sim.metrics import summarize
+
+    return summarize(jobs, records.rounds, num_gpus=records.num_gpus, sim_wall_s=0.0)
 
 
-def _window(jobs: list, window: Iterable[int] | None) -> list:
-    if window is None:
-        return jobs
-    lo, hi = window
-    return jobs[lo:hi]
-
-
-def _metrics(jobs: list, window: Iterable[int] | None) -> dict[str, Any]:
-    sel = _window(jobs, window)
-    done = [j for j in sel if j.finish_s is not None]
-    jct = np.array([j.finish_s - j.submit_s for j in done], dtype=float)
-    out: dict[str, Any] = {"jobs": len(sel), "completed": len(done)}
-    out["avg_jct_s"] = float(jct.mean()) if len(jct) else None
-    out["p99_jct_s"] = float(np.percentile(jct, 99)) if len(jct) else None
-    out["avg_wait_s"] = float(np.mean([j.wait_s for j in sel])) if sel else None
-    if done:
-        out["makespan_s"] = float(max(j.finish_s for j in done) - min(j.submit_s for j in sel))
-    else:
-        out["makespan_s"] = None
-    return out
+def _metrics(summary: dict[str, Any]) -> dict[str, Any]:
+    return {k: summary[k] for k in ("jobs", "completed", "avg_jct_s", "p99_jct_s", "avg_wait_s", "makespan_s")}
 
 
 def run_all(specs: list[dict[str, Any]], *, workers: int | None = None,
             progress: Callable[[int, int, dict], None] | None = None) -> list[dict[str, Any]]:
     """Run specs in a process pool (``workers`` defaults to the CPU count); results in spec order."""
+    from dlsched.sim.run import run_many
+
     workers = workers or int(os.environ.get("DLSCHED_WORKERS", os.cpu_count() or 1))
     results: list[dict[str, Any] | None] = [None] * len(specs)
-    if workers <= 1:
-        for i, s in enumerate(specs):
-            results[i] = run_spec(s)
-            if progress:
-                progress(i + 1, len(specs), results[i])  # type: ignore[arg-type]
-        return results  # type: ignore[return-value]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futs = {pool.submit(run_spec, s): i for i, s in enumerate(specs)}
-        for done, fut in enumerate(as_completed(futs), start=1):
-            i = futs[fut]
-            results[i] = fut.result()
-            if progress:
-                progress(done, len(specs), results[i])  # type: ignore[arg-type]
+    done = 0
+
+    def finished(i: int, records: Any) -> None:
+        nonlocal done
+        done += 1
+        results[i] = metrics_of(specs[i], records)
+        if progress:
+            progress(done, len(specs), results[i])  # type: ignore[arg-type]
+
+    run_many([config_of(s) for s in specs], workers, on_result=finished)
     return results  # type: ignore[return-value]
 
 

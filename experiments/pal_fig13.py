@@ -29,11 +29,11 @@ def specs(penalties: list[float], seeds: int, mode: str, workloads: list[int]) -
         for seed in range(seeds):
             for w in workloads:
                 for p in PLACEMENTS:
-                    settings = {"locality_penalty": f"{pen:g}"}
-                    if p == "pal":
-                        settings["l_across"] = f"{pen:g}"
+                    # the truth's penalty (a world option), and PAL's own belief about it (a tunable)
+                    settings = {"l_across": f"{pen:g}"} if p == "pal" else {}
                     out.append(dict(cluster="pal-64", trace=f"pal-philly:{w}", policy="fifo", placement=p,
-                                    seed=seed, variability=mode, penalty=pen, settings=settings))
+                                    seed=seed, variability=mode, penalty=pen, settings=settings,
+                                    world={"locality_penalty": pen}))
     return out
 
 

@@ -39,12 +39,12 @@ def specs(args) -> list[dict]:
         for o in args.orderings.split(","):
             for rate in (float(r) for r in args.rates.split(",")):
                 for p in args.placements.split(","):
-                    settings = {"locality_penalty": f"{args.penalty:g}"}
-                    if p == "pal":
-                        settings["l_across"] = f"{args.penalty:g}"
+                    # the truth's penalty (a world option), and PAL's own belief about it (a tunable)
+                    settings = {"l_across": f"{args.penalty:g}"} if p == "pal" else {}
                     out.append(dict(cluster="pal-256", trace=f"synergy:rate={rate:g},jobs={args.jobs},seed={seed}",
                                     policy="fifo", ordering=ORDERING[o], sched=o, placement=p, rate=rate, seed=seed,
-                                    variability=args.variability, settings=settings, jobs_window=window(args.jobs),
+                                    variability=args.variability, settings=settings,
+                                    world={"locality_penalty": args.penalty}, jobs_window=window(args.jobs),
                                     series=(rate in series and p in ("packed-sticky", "pal") and seed == 1)))
     # Longest runs first, so the pool's tail is short.
     return sorted(out, key=lambda s: (-s["rate"], s["sched"] != "las"))

@@ -1,9 +1,11 @@
 """Shared runner for the Sia (thesis chapter 3) experiments: cached, parallel runs and result tables.
 
-Each experiment is a list of run specs (plain dicts: ``policy``, ``cluster``, ``trace``, ``round_s``,
-``settings``, ``seed``); every spec runs in a worker process through :func:`dlsched.sim.runner.run` and its
-summary is cached as JSON under ``experiments/results/sia/`` (file name = a hash of the spec), so re-running an
-experiment skips finished runs. Sia and Pollux use 60 s rounds, Gavel 360 s (thesis, section 3.4.3).
+Each experiment is a list of run specs: a :class:`~dlsched.sim.config.RunConfig`, a ``tag`` naming the row it
+belongs to, and optionally an ``extract`` function that adds experiment-specific numbers to the summary from
+the run's records. Runs go through :func:`dlsched.sim.run.run_many` (at most two worker processes) and each
+summary is cached as JSON under ``experiments/results/sia/`` (file name = a hash of the configuration), so
+re-running an experiment skips finished runs. Round lengths are the schedulers' own (60 s for Sia and Pollux,
+360 s for Gavel, thesis section 3.4.3).
 """
 
 from __future__ import annotations
@@ -15,14 +17,11 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results" / "sia"
-#: Round length per scheduler (thesis, section 3.4.3 "default parameters").
-ROUND_S = {"sia": 60.0, "pollux": 60.0, "gavel": 360.0}
 #: Gavel and other rigid schedulers run TunedJobs (thesis, section 3.4.3).
 TUNED = {"gavel"}
 NAMES = {"sia": "Sia", "pollux": "Pollux", "gavel": "Gavel+TJ"}
@@ -34,53 +33,53 @@ _DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 if "DLSCHED_DATA" not in os.environ and _DATA.is_dir():
     os.environ["DLSCHED_DATA"] = str(_DATA)
 
+#: Adds numbers to a run's summary from its records (runs in this process, after the run).
+Extract = Callable[[Any], dict[str, Any]]
 
-def spec(policy: str, cluster: str, trace: str, *, settings: dict[str, str] | None = None,
-         round_s: float | None = None, seed: int = 0, tuned: bool | None = None,
-         tag: str = "") -> dict[str, Any]:
-    """One run; Gavel gets TunedJobs (``@tuned``) and 360 s rounds unless told otherwise."""
+
+def spec(policy: str, cluster: str, trace: str, *, settings: dict[str, Any] | None = None,
+         round_s: float | None = None, seed: int = 0, tuned: bool | None = None, tag: str = "",
+         extract: Extract | None = None, **fields: Any) -> dict[str, Any]:
+    """One run; Gavel gets TunedJobs (``@tuned``) unless told otherwise. ``fields`` are more RunConfig fields."""
+    from dlsched.sim.config import RunConfig
+
     tuned = policy in TUNED if tuned is None else tuned
     if tuned and not trace.endswith("@tuned"):
         trace = f"{trace}@tuned"
-    return {"policy": policy, "cluster": cluster, "trace": trace,
-            "round_s": float(round_s if round_s is not None else ROUND_S.get(policy, 60.0)),
-            "settings": {k: str(v) for k, v in (settings or {}).items()}, "seed": seed, "tag": tag}
+    config = RunConfig(policy=policy, cluster=cluster, trace=trace, round_s=round_s, settings=settings or {},
+                       seed=seed, trace_seed=seed, **fields)
+    return {"config": config, "tag": tag, "extract": extract}
 
 
 def key(s: dict[str, Any]) -> str:
-    body = json.dumps({k: v for k, v in s.items() if k != "tag"}, sort_keys=True)
+    extract = s.get("extract")
+    body = s["config"].model_dump_json() + (f"|{extract.__module__}.{extract.__qualname__}" if extract else "")
     return hashlib.sha1(body.encode()).hexdigest()[:16]
 
 
 def cache_path(s: dict[str, Any]) -> Path:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{s['policy']}-{s['trace']}")
+    cfg = s["config"]
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{cfg.policy}-{cfg.trace}")
     return RESULTS / f"{safe}-{key(s)}.json"
 
 
-def run_one(s: dict[str, Any]) -> dict[str, Any]:
-    """Worker entry point: run one spec, cache and return its summary (plus the spec and wall time)."""
-    import importlib
+def _record(s: dict[str, Any], records: Any) -> dict[str, Any]:
+    """The cached form of one finished run: its spec (as JSON) and summary."""
+    summary = dict(records.summary)
+    summary.update(contention(records.rounds))
+    if s.get("extract"):
+        summary.update(s["extract"](records))
+    summary["wall_s"] = records.wall_s
+    return {"spec": {"tag": s["tag"], "config": records.config.model_dump(mode="json")},
+            "summary": _jsonable(summary)}
 
-    from dlsched.sim.runner import RunConfig, run
 
-    t0 = time.perf_counter()
-    if s.get("runner"):  # "module:function" taking the spec and returning a summary dict (sia_gpt.py)
-        mod, _, fn = s["runner"].partition(":")
-        summary = dict(getattr(importlib.import_module(mod), fn)(s))
-    else:
-        cfg = RunConfig(cluster=s["cluster"], trace=s["trace"], policy=s["policy"], settings=s["settings"],
-                        seed=s["seed"], round_s=s["round_s"])
-        out = run(cfg)
-        summary = dict(out.summary)
-        summary.update(contention(out.result.rounds))
-    summary["wall_s"] = time.perf_counter() - t0
-    rec = {"spec": s, "summary": _jsonable(summary)}
+def _save(s: dict[str, Any], rec: dict[str, Any]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = cache_path(s)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(rec, indent=1) + "\n")
     os.replace(tmp, path)
-    return rec
 
 
 def contention(rounds: list) -> dict[str, float | None]:
@@ -117,6 +116,8 @@ def run_all(specs: list[dict[str, Any]], workers: int = MAX_WORKERS, force: bool
 
     A run that raises is reported on stderr and its slot is ``None``.
     """
+    from dlsched.sim.run import run_many
+
     out: list[dict | None] = [None if force else load_cached(s) for s in specs]
     for s, r in zip(specs, out, strict=True):  # a cached run may come from another experiment: use our tag
         if r is not None:
@@ -127,20 +128,24 @@ def run_all(specs: list[dict[str, Any]], workers: int = MAX_WORKERS, force: bool
     if not todo:
         return out
     t0 = time.perf_counter()
-    workers = max(1, min(workers, MAX_WORKERS, len(todo)))
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futs = {pool.submit(run_one, specs[i]): i for i in todo}
-        for n, fut in enumerate(as_completed(futs), start=1):
-            i = futs[fut]
-            s = specs[i]
-            try:
-                out[i] = fut.result()
-                sm = out[i]["summary"]  # type: ignore[index]
-                print(f"  [{n}/{len(todo)}] {s['policy']} {s['trace']} {s['tag']} avg_jct={hours(sm['avg_jct_s'])} "
-                      f"({sm['wall_s']:.0f}s, total {time.perf_counter() - t0:.0f}s)", file=sys.stderr, flush=True)
-            except Exception as exc:  # noqa: BLE001 - report and keep the other runs
-                print(f"  [{n}/{len(todo)}] FAILED {s['policy']} {s['trace']} {s['tag']}: {exc!r}",
-                      file=sys.stderr, flush=True)
+    finished = 0
+
+    def report(j: int, result: Any) -> None:
+        nonlocal finished
+        finished += 1
+        i = todo[j]
+        s, cfg = specs[i], specs[i]["config"]
+        where = f"[{finished}/{len(todo)}] {cfg.policy} {cfg.trace} {s['tag']}"
+        if isinstance(result, BaseException):
+            print(f"  {where} FAILED: {result!r}", file=sys.stderr, flush=True)
+            return
+        out[i] = rec = _record(s, result)
+        _save(s, rec)
+        print(f"  {where} avg_jct={hours(rec['summary']['avg_jct_s'])} ({rec['summary']['wall_s']:.0f}s, "
+              f"total {time.perf_counter() - t0:.0f}s)", file=sys.stderr, flush=True)
+
+    run_many([specs[i]["config"] for i in todo], max(1, min(workers, MAX_WORKERS)), on_result=report,
+             return_exceptions=True)
     return out
 
 

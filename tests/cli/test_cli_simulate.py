@@ -66,7 +66,15 @@ def test_compare_prints_one_json_line_per_policy(tmp_path):
     (["--set", "garbage"], "--set expects key=value"),
     (["--cluster", "no-such-cluster"], "unknown cluster"),
     (["--placement", "sideways"], "unknown placement 'sideways'"),
-    (["--round-s", "-5"], "round length must be positive"),
+    (["--round-s", "-5"], "field 'round_s'"),
+    (["--round-s", "0.5"], "field 'round_s'"),
+    (["--round-s", "inf"], "field 'round_s'"),
+    (["--seed", "-1"], "field 'seed'"),
+    (["--jobs", "0"], "field 'jobs'"),
+    (["--set", "world.nope=1"], "field 'world.nope': unknown world option"),
+    (["--set", "locality_penalty=abc"], "field 'world.locality_penalty'"),
+    (["--set", "max_time_s=-3"], "field 'max_time_s'"),
+    (["--config", "/no/such/config.json"], "/no/such/config.json"),
     (["--trace", "synthetic:rate=5,colour=blue"], "colour"),
 ])
 def test_bad_flags_fail_with_one_line_and_exit_2(tmp_path, args, message):
@@ -150,3 +158,56 @@ def test_packed_sticky_beats_random_on_pal64_under_a_locality_penalty():
         return json.loads(res.stdout)["avg_jct_s"]
 
     assert avg_jct("packed-sticky") < avg_jct("random")
+
+
+WALL_KEYS = ("sim_wall_s", "policy_time_median_s", "policy_time_p99_s")
+
+
+def _summary(folder):
+    return {k: v for k, v in json.loads((folder / "summary.json").read_text()).items() if k not in WALL_KEYS}
+
+
+def test_saved_config_is_resolved_and_replays_the_same_summary(tmp_path):
+    first, replay = tmp_path / "first", tmp_path / "replay"
+    res = invoke("simulate", *SMALL, "--policy", "random-sticky", "--seed", "4", "--set", "locality_penalty=1.5",
+                 "--out", str(first), "--format", "json")
+    assert res.exit_code == 0, res.output
+    cfg = json.loads((first / "config.json").read_text())
+    assert cfg["round_s"] == 60.0 and cfg["placement"] == "random-sticky" and cfg["world_seed"] == 4
+    assert cfg["world"]["locality_penalty"] == 1.5 and "restart_delay_scale" in cfg["world"]
+    assert cfg["settings"] == {} and cfg["dlsched_version"] and "random-sticky" in cfg["scheduler"]
+    res = invoke("simulate", "--config", str(first / "config.json"), "--out", str(replay), "--format", "json")
+    assert res.exit_code == 0, res.output
+    assert _summary(replay) == _summary(first)
+    assert json.loads((replay / "config.json").read_text()) == cfg
+
+
+def test_flags_override_a_saved_config(tmp_path):
+    first = tmp_path / "first"
+    assert invoke("simulate", *SMALL, "--policy", "las", "--out", str(first)).exit_code == 0
+    res = invoke("simulate", "--config", str(first / "config.json"), "--policy", "tiresias", "--jobs", "5",
+                 "--format", "json")
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    assert summary["policy"] == "tiresias" and summary["jobs"] == 5
+    assert summary["trace"] == "synthetic:rate=6,hours=2,seed=3"
+
+
+def test_a_broken_config_file_is_one_error_line(tmp_path):
+    bad = _write(tmp_path / "config.json", '{"policy": "fifo", "round_s": 0}')
+    out = tmp_path / "out"
+    res = invoke("simulate", "--config", bad, "--out", str(out))
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1
+    assert bad in res.stderr and "round_s" in res.stderr and not out.exists()
+    res = invoke("simulate", "--config", _write(tmp_path / "x.json", "{not json"))
+    assert res.exit_code == 2 and "not JSON" in res.stderr
+
+
+def test_python_dash_m_runs_the_command():
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "dlsched", "clusters", "--format", "json"], capture_output=True,
+                         text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    assert "sia-hetero-64" in res.stdout

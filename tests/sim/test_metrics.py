@@ -130,8 +130,14 @@ def test_ftf_is_gpu_weighted_mean_across_types() -> None:
 def test_ftf_drops_infeasible_types_and_renormalises() -> None:
     assert finish_time_fairness(300.0, {"a100": 100.0, "t4": math.inf}, {"a100": 4, "t4": 12}) == \
         pytest.approx(3.0)
+
+
+def test_ftf_is_none_when_no_type_could_run_the_job() -> None:
+    # a job whose fair share is below its scale-out unit everywhere has no isolated time: rho is undefined
+    assert finish_time_fairness(300.0, {"t4": math.inf}, {"t4": 12}) is None
+    assert finish_time_fairness(300.0, {"a100": 100.0}, {"t4": 12}) is None
     with pytest.raises(ValueError):
-        finish_time_fairness(300.0, {"t4": math.inf}, {"t4": 12})
+        finish_time_fairness(-1.0, {"a100": 100.0}, {"a100": 4})
 
 
 def test_average_contention_is_time_weighted() -> None:

@@ -135,11 +135,12 @@ def test_update_forgets_finished_jobs():
     assert "a" not in oracle._progress and "a" not in oracle._cache
 
 
-def test_runner_attaches_the_oracle_to_schedulers_that_want_it(monkeypatch):
-    from dlsched.sim import runner
+def test_a_run_attaches_the_oracle_to_schedulers_that_need_it(monkeypatch):
+    from dlsched.sim import run
+    from dlsched.sim.config import RunConfig
 
-    class Wants:
-        name = "wants"
+    class Needs:
+        name = "needs"
         traits = SchedulerTraits(needs_oracle=True)
         oracle = None
 
@@ -151,7 +152,10 @@ def test_runner_attaches_the_oracle_to_schedulers_that_want_it(monkeypatch):
 
             return Decision()
 
-    sched = Wants()
-    monkeypatch.setattr(runner, "build_scheduler", lambda *a, **k: sched)
-    runner.prepare(runner.RunConfig(cluster="sia-hetero-64", trace="synthetic:rate=2,hours=1,seed=1", jobs=2))
+        def describe(self):
+            return "needs"
+
+    sched = Needs()
+    monkeypatch.setattr(run, "build_scheduler", lambda *a, **k: sched)
+    run.prepare(RunConfig(cluster="sia-hetero-64", trace="synthetic:rate=2,hours=1,seed=1", jobs=2))
     assert isinstance(sched.oracle, OracleGoodput)

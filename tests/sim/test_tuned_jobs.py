@@ -7,7 +7,8 @@ import pytest
 
 from dlsched.clusters import load_cluster
 from dlsched.core import Adaptivity, InputError, JobSpec
-from dlsched.sim.runner import load_jobs
+from dlsched.sim.config import RunConfig
+from dlsched.sim.run import load_jobs
 from dlsched.sim.tuned_jobs import (
     Combination,
     batch_candidates,
@@ -107,10 +108,10 @@ def test_closest_combination_when_none_is_in_the_band():
 def test_trace_suffix_reaches_tunedjobs_through_load_jobs(hetero):
     cluster, _ = hetero
     spec = "synthetic:rate=20,hours=1,seed=2@tuned"
-    specs, name = load_jobs(spec, 5, cluster, 0)
+    specs, name = load_jobs(RunConfig(trace=spec, jobs=5), cluster)
     assert name.endswith("@tuned") and len(specs) == 5
-    plain, _ = load_jobs("synthetic:rate=20,hours=1,seed=2", 5)
+    plain, _ = load_jobs(RunConfig(trace="synthetic:rate=20,hours=1,seed=2", jobs=5))
     assert [s.job_id for s in specs] == [s.job_id for s in plain]
     assert all(s.num_gpus <= 16 for s in specs)
     with pytest.raises(InputError):
-        load_jobs(spec, 5)
+        load_jobs(RunConfig(trace=spec, jobs=5))

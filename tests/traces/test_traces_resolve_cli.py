@@ -7,9 +7,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from dlsched.cli.trace import app
 from dlsched.core import Adaptivity, InputError, JobSpec
 from dlsched.traces import limit_jobs, read_canonical, resolve_trace, synthetic, trace_stats, write_trace
-from dlsched.traces.cli import app
 
 runner = CliRunner()
 

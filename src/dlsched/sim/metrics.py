@@ -111,7 +111,7 @@ def _round_lengths(times: np.ndarray) -> np.ndarray:
 
 
 def finish_time_fairness(jct_s: float, isolated_s_by_type: Mapping[str, float],
-                         gpus_by_type: Mapping[str, int]) -> float:
+                         gpus_by_type: Mapping[str, int]) -> float | None:
     """Heterogeneous finish-time fairness rho (Sia thesis eq. 3.6, section 3.5.5).
 
     ``rho = sum_g (N_g / N_total) * T_shared / T_isolated_g`` where ``T_shared = jct_s`` is the job's
@@ -125,7 +125,9 @@ def finish_time_fairness(jct_s: float, isolated_s_by_type: Mapping[str, float],
     and the remaining weights renormalised: the paper's expectation over "a random GPU" only makes sense
     over GPUs the job could have used.
 
-    Raises ValueError if no type is usable, since then the job's fair-share time is undefined.
+    Returns None when no type is usable (say a job whose fair share is below its scale-out unit on every
+    type): its fair-share time is undefined, which is a fact about the job, not an error in the run. Raises
+    ValueError only for impossible inputs (a negative JCT, a non-positive isolated time).
     """
     if jct_s < 0 or math.isnan(jct_s):
         raise ValueError(f"jct_s must be a non-negative number, got {jct_s!r}")
@@ -140,7 +142,7 @@ def finish_time_fairness(jct_s: float, isolated_s_by_type: Mapping[str, float],
         weights.append(float(n))
         ratios.append(jct_s / t_iso)
     if not weights:
-        raise ValueError("no GPU type with finite isolated time and at least one GPU: rho is undefined")
+        return None
     total = sum(weights)
     return float(sum(w / total * r for w, r in zip(weights, ratios, strict=True)))
 

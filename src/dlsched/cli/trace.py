@@ -15,8 +15,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from dlsched.cli_common import Format
-from dlsched.cli_common import fail as _fail
+from dlsched.cli import Format
+from dlsched.cli import fail as _fail
 from dlsched.core.errors import InputError
 from dlsched.traces.resolve import resolve_trace
 from dlsched.traces.schema import write_trace

@@ -1,0 +1,5 @@
+"""``python -m dlsched``: the same as the ``dlsched`` command."""
+
+from dlsched.cli import main
+
+main()

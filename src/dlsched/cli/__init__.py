@@ -1,0 +1,126 @@
+"""The ``dlsched`` command: one module per command group, and what they share.
+
+stdout carries only the result (a table or JSON); progress bars and log lines go to stderr, so the output
+can be piped. Bad input ends with one ``error:`` line on stderr and exit code 2, never a traceback.
+
+=================  =========================================================
+module             commands
+=================  =========================================================
+``simulate``       ``dlsched simulate`` (one run; ``--config`` replays one)
+``compare``        ``dlsched compare`` (several schedulers, in parallel)
+``clusters``       ``dlsched clusters``
+``policies``       ``dlsched policies``
+``trace``          ``dlsched trace validate|stats|convert``
+``variability``    ``dlsched variability show|fit``
+``run_options``    the flags that describe a run, turned into a RunConfig
+=================  =========================================================
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterable
+from enum import StrEnum
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from dlsched.core import InputError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Schedule deep-learning training jobs on shared, heterogeneous GPU clusters.")
+#: piped output gets the whole table rather than rich's default 80 columns
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 220)
+err = Console(stderr=True)
+T = TypeVar("T")
+
+
+class Format(StrEnum):
+    """``table`` for people, ``json`` (one object per line) for programs."""
+
+    table = "table"
+    json = "json"
+
+
+#: ``--format table|json``, the same on every command.
+FormatOpt = Annotated[Format, typer.Option("--format", help="table (human) or json (one object per line).")]
+
+
+def fail(message: object, code: int = 2) -> typer.Exit:
+    """Print ``error: <message>`` as one line on stderr and return the exit to raise.
+
+    One line whatever the terminal width (no wrapping), so scripts and tests can match it.
+    """
+    sys.stderr.write(f"error: {' '.join(str(message).split())}\n")
+    return typer.Exit(code)
+
+
+def guard(fn: Callable[[], T]) -> T:
+    """Input errors become one line and exit 2; a policy breaking an invariant, one line and exit 1."""
+    from dlsched.sim.invariants import PolicyError
+
+    try:
+        return fn()
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    except PolicyError as exc:
+        raise fail(f"invariant violated: {exc}", 1) from None
+
+
+def print_json_lines(rows: Iterable[dict[str, Any]]) -> None:
+    for row in rows:
+        sys.stdout.write(json.dumps(row) + "\n")
+
+
+#: Summary columns of the human table: (title, summary key, divisor; None prints the value as it is).
+_SUMMARY_COLUMNS: tuple[tuple[str, str, float | None], ...] = (
+    ("policy", "policy", None), ("jobs", "jobs", None), ("done", "completed", None),
+    ("avg JCT h", "avg_jct_s", 3600), ("p99 JCT h", "p99_jct_s", 3600), ("makespan h", "makespan_s", 3600),
+    ("avg wait h", "avg_wait_s", 3600), ("GPU-h/job", "gpu_hours_per_job", 1), ("util", "utilization", 1),
+    ("restarts/job", "restarts_per_job", 1), ("FTF max", "ftf_max", 1), ("unfair", "ftf_unfair_frac", 1),
+    ("LR max", "latency_ratio_max", 1), ("frag/round", "fragments_per_round", 1),
+    ("policy ms p50", "policy_time_median_s", 1e-3), ("wall s", "sim_wall_s", 1))
+
+
+def print_summaries(rows: list[dict[str, Any]], fmt: Format) -> None:
+    """Run summaries: one JSON object per line, or one table row per run."""
+    if fmt is Format.json:
+        print_json_lines(rows)
+        return
+    table = Table(title=None, show_lines=False)
+    for title, _, _ in _SUMMARY_COLUMNS:
+        table.add_column(title, justify="left" if title == "policy" else "right")
+    for row in rows:
+        cells = []
+        for _, key, scale in _SUMMARY_COLUMNS:
+            v = row.get(key)
+            if v is None:
+                cells.append("-")
+            elif scale is None:
+                cells.append(str(v) if not isinstance(v, float) else f"{v:g}")
+            else:
+                cells.append(f"{v / scale:.2f}")
+        table.add_row(*cells)
+    out.print(table)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    app()
+
+
+def _mount() -> None:
+    """Register every command group (the modules import ``app`` and the helpers above)."""
+    from dlsched.cli import clusters, compare, policies, simulate  # noqa: F401  (register their commands)
+    from dlsched.cli.trace import app as trace_app
+    from dlsched.cli.variability import app as variability_app
+
+    app.add_typer(trace_app, name="trace", help="Validate, summarise and convert traces.")
+    app.add_typer(variability_app, name="variability", help="Show and fit PAL's per-GPU PM-score bins.")
+
+
+_mount()

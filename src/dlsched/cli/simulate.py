@@ -1,0 +1,108 @@
+"""``dlsched simulate``: one scheduler on one cluster and trace, or the replay of a saved run."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from dlsched.cli import Format, FormatOpt, app, err, guard, print_summaries
+from dlsched.cli.run_options import (
+    AdmissionOpt,
+    AllocationOpt,
+    ClusterOpt,
+    ConfigOpt,
+    CoordinationOpt,
+    DataDirOpt,
+    JobsOpt,
+    MaxTimeOpt,
+    OrderingOpt,
+    PlacementOpt,
+    RoundOpt,
+    SeedOpt,
+    SetOpt,
+    TraceOpt,
+    TraceSeedOpt,
+    WorldSeedOpt,
+    build_config,
+)
+
+
+class LazyProgress:
+    """A progress bar on stderr that appears only for runs longer than a second."""
+
+    def __init__(self, description: str) -> None:
+        self.description = description
+        self.t0 = time.perf_counter()
+        self.progress: Progress | None = None
+        self.task = None
+
+    def __call__(self, sim_t: float, done: int, total: int) -> None:
+        if self.progress is None:
+            if time.perf_counter() - self.t0 < 1.0 or not err.is_terminal and not _force_progress():
+                return
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
+                                     "{task.total} jobs"), TextColumn("sim {task.fields[sim_h]:.1f} h"),
+                                     TimeElapsedColumn(), console=err, transient=True)
+            self.progress.start()
+            self.task = self.progress.add_task(self.description, total=total, sim_h=0.0)
+        self.progress.update(self.task, completed=done, sim_h=sim_t / 3600.0)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def _force_progress() -> bool:
+    return os.environ.get("DLSCHED_PROGRESS", "") == "1"
+
+
+@app.command()
+def simulate(
+    config: ConfigOpt = None,
+    cluster: ClusterOpt = None,
+    trace: TraceOpt = None,
+    policy: Annotated[str | None, typer.Option("--policy", help="Scheduler name (see 'dlsched policies') "
+                                               "[default: fifo].")] = None,
+    admission: AdmissionOpt = None,
+    ordering: OrderingOpt = None,
+    allocation: AllocationOpt = None,
+    placement: PlacementOpt = None,
+    coordination: CoordinationOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    world_seed: WorldSeedOpt = None,
+    trace_seed: TraceSeedOpt = None,
+    round_s: RoundOpt = None,
+    jobs: JobsOpt = None,
+    max_time_s: MaxTimeOpt = None,
+    data_dir: DataDirOpt = None,
+    out_dir: Annotated[str | None, typer.Option("--out", help="Write jobs.csv, rounds.csv, summary.json, "
+                                                "config.json (replay it with --config) and report.html "
+                                                "here.")] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Simulate one scheduler on one cluster and trace."""
+
+    def go() -> None:
+        from dlsched.sim.output import write_outputs
+        from dlsched.sim.run import simulate as run_simulation
+
+        cfg = build_config(config, set_, cluster=cluster, trace=trace, policy=policy, admission=admission,
+                           ordering=ordering, allocation=allocation, placement=placement,
+                           coordination=coordination, seed=seed, world_seed=world_seed, trace_seed=trace_seed,
+                           round_s=round_s, jobs=jobs, max_time_s=max_time_s, data_dir=data_dir)
+        bar = LazyProgress(cfg.policy)
+        try:
+            records = run_simulation(cfg, on_progress=bar)
+        finally:
+            bar.close()
+        if out_dir is not None:
+            write_outputs(out_dir, [records], records.summary)
+            err.print(f"wrote {out_dir}/ (jobs.csv, rounds.csv, summary.json, config.json, report.html)")
+        print_summaries([records.summary], fmt)
+
+    guard(go)

@@ -1,0 +1,216 @@
+"""The run configuration: everything that determines one simulation, validated in one place.
+
+The CLI (``simulate``, ``compare``), the experiments and the benchmarks all describe a run with a
+:class:`RunConfig` and hand it to :func:`dlsched.sim.run.simulate`; nothing changes a run by reaching into the
+objects it builds. The model is plain data so ``--out`` can save it (resolved: every default filled in) as
+``config.json`` and ``--config`` can replay it.
+
+Every field is checked for what it means (a round of 0 s or of a week is a typo, a seed is a non-negative
+integer, ...), and a bad value becomes an :class:`~dlsched.core.InputError` naming the field, which the CLI
+prints as one ``error:`` line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+
+from dlsched.core import InputError
+from dlsched.world.base import WorldConfig
+
+DEFAULT_CLUSTER = "sia-hetero-64"
+DEFAULT_TRACE = "synthetic:rate=20,hours=8,seed=1"
+DEFAULT_POLICY = "fifo"
+#: Stages a configuration may swap, in pipeline order.
+STAGES: tuple[str, ...] = ("admission", "ordering", "allocation", "placement", "coordination")
+#: Engine limits that ``--set`` may also carry (they used to be set that way).
+ENGINE_KEYS: tuple[str, ...] = ("max_time_s", "stall_rounds")
+#: Keys ``config.json`` records for people that a replay does not read back.
+RECORD_ONLY_KEYS: tuple[str, ...] = ("dlsched_version", "scheduler")
+_DAY_S = 86400.0
+
+#: Range checks for world options by meaning; their types come from WorldConfig itself, so options added to
+#: WorldConfig are accepted (and typed) without touching this module.
+_WORLD_LIMITS: dict[str, dict[str, float]] = {
+    "locality_penalty": {"ge": 1.0},  # a multiplier on iteration time: spanning nodes never speeds a job up
+    "restart_delay_scale": {"ge": 0.0, "le": 1000.0},
+    "default_restart_delay_s": {"ge": 0.0, "le": _DAY_S},
+    "profile_batches": {"ge": 1, "le": 1000},
+    "profile_steps": {"ge": 1, "le": 100000},
+}
+
+
+def _world_options_model() -> type[BaseModel]:
+    hints = typing.get_type_hints(WorldConfig)
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(WorldConfig):
+        annotation = Annotated[hints[f.name], Field(**_WORLD_LIMITS.get(f.name, {}))]
+        if f.default is not dataclasses.MISSING:
+            fields[f.name] = (annotation, f.default)
+        else:
+            fields[f.name] = (annotation, Field(default_factory=f.default_factory))  # type: ignore[arg-type]
+    return create_model("WorldOptions", __config__=ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True),
+                        __doc__="Options of the simulated truth: the fields of WorldConfig, typed and checked.",
+                        __module__=__name__, **fields)
+
+
+#: The fields of :class:`~dlsched.world.base.WorldConfig` as a pydantic model (typed, range-checked).
+WorldOptions = _world_options_model()
+
+
+class RunConfig(BaseModel):
+    """Everything that determines one simulation run (see docs/simulator.md, "One run configuration")."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    #: Preset name or cluster YAML path.
+    cluster: str = Field(DEFAULT_CLUSTER, min_length=1)
+    #: Every node group of the cluster this many times over (scaling studies).
+    cluster_scale: int = Field(1, ge=1, le=1024)
+    #: Named trace, ``synthetic:...``/``synergy:...`` spec or trace file; ``@tuned`` applies TunedJobs.
+    trace: str = Field(DEFAULT_TRACE, min_length=1)
+    #: Seed of a generated trace that names none itself (None: the generator's own, 1) and of TunedJobs
+    #: (``@tuned``; None: 0). The resolved config writes the seed into the trace spec and records this one.
+    trace_seed: int | None = Field(None, ge=0)
+    #: Use only the first N jobs of the trace (by submission time).
+    jobs: int | None = Field(None, ge=1)
+    #: Jobs added in front of the trace, as rows of the canonical job table (docs/trace-format.md).
+    extra_jobs: tuple[dict[str, str | int | float | None], ...] = ()
+    #: ``[first, last)`` jobs by submission order that the summary covers (leave out warm-up, cool-down).
+    summary_jobs: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=1)]] | None = None
+    #: Scheduler name (``dlsched policies``) and optional stage overrides.
+    policy: str = Field(DEFAULT_POLICY, min_length=1)
+    admission: str | None = None
+    ordering: str | None = None
+    allocation: str | None = None
+    placement: str | None = None
+    coordination: str | None = None
+    #: Name of the run in tables and reports; None: the policy plus the stage overrides given
+    #: (``fifo+las``, ``fifo@pal``). The resolved config records it, so a replay keeps its name.
+    label: str | None = Field(None, min_length=1)
+    #: Policy tunables, as strings the way ``--set`` gives them (the policy parses and rejects them).
+    settings: dict[str, str] = Field(default_factory=dict)
+    #: Options of the simulated truth (the fields of WorldConfig).
+    world: WorldOptions = Field(default_factory=WorldOptions)  # type: ignore[valid-type]
+    #: Seed of the scheduler's and the engine's random choices.
+    seed: int = Field(0, ge=0)
+    #: Seed of the world's draws (per-GPU variability); None follows ``seed``.
+    world_seed: int | None = Field(None, ge=0)
+    #: Scheduling round length, seconds; None uses the scheduler preset's own (60 s; 360 s for Gavel, PAL).
+    round_s: float | None = Field(None, ge=1.0, le=_DAY_S)
+    #: Stop at this simulated time even if jobs remain (they are reported unfinished).
+    max_time_s: float | None = Field(None, gt=0.0)
+    #: Stop after this many rounds in which no job could run and none is still to arrive.
+    stall_rounds: int = Field(200, ge=1, le=10_000_000)
+    #: Measured-data directory; None uses $DLSCHED_DATA, else ../shared/data (recorded resolved).
+    data_dir: str | None = Field(None, min_length=1)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise input_error(exc) from None
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any], source: str | None = None) -> RunConfig:
+        """Validate ``data`` (a dict, e.g. read from ``config.json``), naming ``source`` in errors."""
+        try:
+            return cls(**dict(data))
+        except InputError as exc:
+            if source is None:
+                raise
+            message = str(exc).removeprefix(f"field '{exc.field}': ")
+            raise InputError(message, source=source, field=exc.field) from None
+
+    @field_validator("settings", mode="before")
+    @classmethod
+    def _settings_as_strings(cls, value: Any) -> Any:
+        """Tunables are strings as ``--set`` gives them; accept plain numbers and flags from Python callers."""
+        if isinstance(value, Mapping):
+            return {str(k): v if isinstance(v, str) or not isinstance(v, (int, float, bool)) else str(v)
+                    for k, v in value.items()}
+        return value
+
+    @field_validator("world", mode="before")
+    @classmethod
+    def _none_words(cls, value: Any) -> Any:
+        """``--set locality_penalty=none`` means "unset" as it always did."""
+        if isinstance(value, Mapping):
+            return {k: None if isinstance(v, str) and v.strip().lower() in ("none", "null") else v
+                    for k, v in value.items()}
+        return value
+
+    @field_validator("summary_jobs")
+    @classmethod
+    def _window_is_ordered(cls, value: tuple[int, int] | None) -> tuple[int, int] | None:
+        if value is not None and value[0] >= value[1]:
+            raise ValueError(f"expected [first, last) with first < last, got {list(value)}")
+        return value
+
+    @property
+    def stage_overrides(self) -> dict[str, str | None]:
+        return {s: getattr(self, s) for s in STAGES}
+
+    def world_config(self) -> WorldConfig:
+        """The options as the world takes them."""
+        return WorldConfig(**self.world.model_dump())
+
+
+def input_error(exc: ValidationError, source: str | None = None) -> InputError:
+    """The first problem pydantic found, as one line naming the field (``world.locality_penalty``)."""
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"]]
+    field = ".".join(loc) or None
+    if err["type"] == "extra_forbidden":
+        if len(loc) == 2 and loc[0] == "world":
+            known = ", ".join(WorldOptions.model_fields)
+            return InputError(f"unknown world option (known: {known})", source=source, field=field)
+        return InputError(f"unknown field (known: {', '.join(RunConfig.model_fields)})", source=source, field=field)
+    message = err["msg"].removeprefix("Value error, ")
+    if "input" in err and err["type"] not in ("missing", "value_error"):
+        message += f", got {err['input']!r}"
+    return InputError(message, source=source, field=field)
+
+
+def route_settings(settings: Mapping[str, str]) -> dict[str, Any]:
+    """Split ``--set`` pairs into config fields: world options, engine limits and policy tunables.
+
+    ``world.KEY`` and bare world keys (``locality_penalty``) go to ``world``; ``max_time_s`` and
+    ``stall_rounds`` to the engine fields; everything else is a policy tunable.
+    """
+    world: dict[str, str] = {}
+    policy: dict[str, str] = {}
+    out: dict[str, Any] = {}
+    for key, raw in settings.items():
+        bare = key.removeprefix("world.")
+        if key.startswith("world.") or bare in WorldOptions.model_fields:
+            world[bare] = raw
+        elif key in ENGINE_KEYS:
+            out[key] = raw
+        else:
+            policy[key] = raw
+    out["world"], out["settings"] = world, policy
+    return out
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """The fields of a saved ``config.json`` (unvalidated, so command-line flags can override them first)."""
+    p = Path(path).expanduser()
+    try:
+        data = json.loads(p.read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(p)) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg}", source=str(p), line=exc.lineno) from None
+    if isinstance(data, list):
+        raise InputError(f"holds {len(data)} runs (a 'compare' folder); replay one run's config.json",
+                         source=str(p))
+    if not isinstance(data, dict):
+        raise InputError("expected a JSON object of run fields", source=str(p))
+    return {k: v for k, v in data.items() if k not in RECORD_ONLY_KEYS}

@@ -1,0 +1,339 @@
+"""One way to run a simulation: :func:`simulate` takes a :class:`RunConfig` and returns the run's records.
+
+``dlsched simulate`` and ``compare``, every experiment and every benchmark go through here, so a run means
+the same thing wherever it is started, and the configuration a run saves (resolved: the round length, stages,
+seeds, world options and data directory it actually used) replays it. :func:`run_many` fans configurations out
+over worker processes and returns the records in order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dlsched.clusters import load_cluster
+from dlsched.core import Cluster, Decision, InputError, JobSpec, Node
+from dlsched.core.view import ClusterView
+from dlsched.policies import SCHEDULERS, Scheduler, build_scheduler
+from dlsched.sim.config import STAGES, RunConfig
+from dlsched.sim.engine import Engine, SimConfig
+from dlsched.sim.metrics import summarize
+from dlsched.sim.records import JobRecord, RoundRecord, Segment
+from dlsched.sim.tuned_jobs import split_suffix as split_tuned
+from dlsched.sim.tuned_jobs import tuned_jobs
+from dlsched.traces import NAMED_TRACES, resolve_trace
+from dlsched.world.base import World
+
+Progress = Callable[[float, int, int], None]
+#: Called with every round's view and the scheduler's decision (benchmarks read ``Decision.info``).
+DecisionObserver = Callable[[ClusterView, Decision], None]
+#: Generated-trace families whose spec may carry ``seed=``; without one they take the config's trace_seed.
+_GENERATED = ("synthetic", "synergy")
+_TRACE_FAMILIES = frozenset(n.partition(":")[0].partition("[")[0] for n in NAMED_TRACES)
+#: Seeds used when the config gives no trace seed: the generators' own default, and TunedJobs' draw.
+GENERATOR_SEED = 1
+TUNED_SEED = 0
+
+
+class StopRun(Exception):
+    """Raise from an ``on_progress`` callback to end a run early (a wall-clock budget, say).
+
+    :func:`simulate` then returns the rounds and segments simulated so far, no job records, and
+    ``complete=False``.
+    """
+
+
+@dataclass
+class RunRecords:
+    """What one run produced, with the resolved configuration that reproduces it."""
+
+    config: RunConfig
+    #: The scheduler as built, naming its stages (``Scheduler.describe()``).
+    scheduler: str
+    label: str
+    trace_name: str
+    jobs: list[JobRecord]
+    rounds: list[RoundRecord]
+    segments: list[Segment]
+    num_gpus: int
+    end_time_s: float
+    summary: dict[str, Any]
+    #: Wall-clock seconds for building and running the simulation.
+    wall_s: float
+    complete: bool = True
+
+    def config_record(self) -> dict[str, Any]:
+        """``config.json``: the resolved configuration plus, for people, the version and the scheduler."""
+        from dlsched import __version__
+
+        return {"dlsched_version": __version__, "scheduler": self.scheduler, **self.config.model_dump(mode="json")}
+
+
+@dataclass
+class PreparedRun:
+    """A validated run, ready to go: the engine and the configuration resolved against what was built."""
+
+    config: RunConfig
+    engine: Engine
+    scheduler: Scheduler
+    trace_name: str
+    label: str
+
+
+def prepare(config: RunConfig, on_progress: Progress | None = None,
+            on_decision: DecisionObserver | None = None) -> PreparedRun:
+    """Validate everything and build the engine; raises InputError before any work or file is written."""
+    data_dir = resolve_data_dir(config.data_dir)
+    with data_env(data_dir):
+        cluster = scale_cluster(load_cluster(config.cluster), config.cluster_scale)
+        scheduler = build_scheduler(config.policy, **config.stage_overrides, settings=dict(config.settings),
+                                    seed=config.seed)
+        world_seed = config.seed if config.world_seed is None else config.world_seed
+        world = World(cluster, config.world_config(), seed=world_seed)
+        resolved = config.model_copy(update={
+            "cluster": _file_or_name(config.cluster), "trace": resolve_trace_spec(config.trace, config.trace_seed),
+            "trace_seed": config.trace_seed if config.trace_seed is not None else TUNED_SEED,
+            "round_s": config.round_s if config.round_s is not None else default_round_s(config.policy),
+            "world_seed": world_seed, "data_dir": data_dir, "label": policy_label(config),
+            **stages_used(config)})
+        specs, trace_name = load_jobs(resolved, cluster)
+        sim_cfg = SimConfig(round_s=float(resolved.round_s), seed=config.seed,  # type: ignore[arg-type]
+                            max_time_s=config.max_time_s, stall_rounds=config.stall_rounds)
+        played = scheduler if on_decision is None else _Observed(scheduler, on_decision)
+        engine = Engine(cluster, specs, played, world, sim_cfg, on_progress=on_progress)  # type: ignore[arg-type]
+        attach_oracle(scheduler, world, engine)
+    return PreparedRun(config=resolved, engine=engine, scheduler=scheduler, trace_name=trace_name,
+                       label=resolved.label)  # type: ignore[arg-type]
+
+
+def simulate(config: RunConfig, *, on_progress: Progress | None = None,
+             on_decision: DecisionObserver | None = None) -> RunRecords:
+    """Run one simulation and return its records (jobs, rounds, segments, summary)."""
+    t0 = time.perf_counter()
+    run = prepare(config, on_progress, on_decision)
+    engine = run.engine
+    complete = True
+    with data_env(run.config.data_dir):
+        try:
+            result = engine.run()
+            jobs, rounds, segments, end_s, sim_wall_s = (result.jobs, result.rounds, result.segments,
+                                                         result.end_time_s, result.sim_wall_s)
+        except StopRun:
+            complete = False
+            jobs, rounds, segments = [], list(engine.rounds), list(engine.segments)
+            end_s = rounds[-1].time_s + run.config.round_s if rounds else 0.0  # type: ignore[operator]
+            sim_wall_s = time.perf_counter() - t0
+    covered = window_jobs(jobs, run.config.summary_jobs)
+    summary = summarize(covered, rounds, num_gpus=engine.cluster.num_gpus, sim_wall_s=sim_wall_s)
+    summary = {"policy": run.label, "cluster": run.config.cluster, "trace": run.trace_name,
+               "seed": run.config.seed, **summary}
+    return RunRecords(config=run.config, scheduler=run.scheduler.describe(), label=run.label,
+                      trace_name=run.trace_name, jobs=jobs, rounds=rounds, segments=segments,
+                      num_gpus=engine.cluster.num_gpus, end_time_s=end_s, summary=summary,
+                      wall_s=time.perf_counter() - t0, complete=complete)
+
+
+def run_many(configs: Sequence[RunConfig], workers: int | None = None, *,
+             on_result: Callable[[int, RunRecords | BaseException], None] | None = None,
+             return_exceptions: bool = False) -> list[Any]:
+    """Simulate every configuration, ``workers`` processes at a time (default: the CPUs this process may use).
+
+    Records come back in the order of ``configs``; ``on_result(index, records)`` is called as each run ends.
+    A failing run raises (after the others finish) unless ``return_exceptions``, which puts the exception in
+    its slot (and hands it to ``on_result``) instead, so a long sweep can report a failure and keep the rest.
+    """
+    n = max(1, min(workers or cpu_count(), len(configs)))
+    out: list[Any] = [None] * len(configs)
+
+    def done(i: int, value: RunRecords | BaseException) -> None:
+        out[i] = value
+        if on_result is not None and (return_exceptions or not isinstance(value, BaseException)):
+            on_result(i, value)
+
+    if n == 1:
+        for i, cfg in enumerate(configs):
+            try:
+                done(i, simulate(cfg))
+            except Exception as exc:  # noqa: BLE001 - reported in the slot or re-raised below
+                if not return_exceptions:
+                    raise
+                done(i, exc)
+        return out
+    with ProcessPoolExecutor(max_workers=n) as pool:
+        futures = {pool.submit(simulate, cfg): i for i, cfg in enumerate(configs)}
+        for fut in as_completed(futures):
+            exc = fut.exception()
+            done(futures[fut], exc if exc is not None else fut.result())
+    failed = next((x for x in out if isinstance(x, BaseException)), None)
+    if failed is not None and not return_exceptions:
+        raise failed
+    return out
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+# -- pieces of a run ---------------------------------------------------------------------------------------
+
+
+def attach_oracle(scheduler: Scheduler, world: World, engine: Engine) -> None:
+    """Comparison runs only: a scheduler that asks for it gets an estimator answering from the world's truth."""
+    if scheduler.traits.needs_oracle:  # type: ignore[attr-defined]
+        from dlsched.sim.oracle import OracleGoodput
+
+        scheduler.attach_oracle(OracleGoodput(world, engine.physics_of))  # type: ignore[attr-defined]
+
+
+def default_round_s(policy: str) -> float:
+    """The scheduler preset's own round length (60 s for most; 360 s for Gavel and PAL)."""
+    return float(SCHEDULERS[policy].round_s)
+
+
+def stages_used(config: RunConfig) -> dict[str, str | None]:
+    """Stage names the run uses: the overrides, else the preset's own (schedulers built by a factory choose
+    theirs internally and keep only the overrides they were given)."""
+    entry = SCHEDULERS[config.policy]
+    composed = getattr(entry, "factory", None) is None
+    return {s: getattr(config, s) or (getattr(entry, s, None) if composed else None) for s in STAGES}
+
+
+def policy_label(config: RunConfig) -> str:
+    """The run's name: its ``label``, else ``policy`` with the overrides given (``fifo+las``, ``fifo@pal``)."""
+    if config.label is not None:
+        return config.label
+    label = config.policy
+    for stage in STAGES:
+        value = getattr(config, stage)
+        if value is not None:
+            label += {"ordering": f"+{value}", "placement": f"@{value}"}.get(stage, f" {stage}={value}")
+    return label
+
+
+def load_jobs(config: RunConfig, cluster: Cluster | None = None) -> tuple[list[JobSpec], str]:
+    """The run's jobs: the extra jobs, then the trace's first ``jobs``; ``@tuned`` applies TunedJobs."""
+    base, tuned = split_tuned(resolve_trace_spec(config.trace, config.trace_seed))
+    specs, name = resolve_trace(base)
+    if config.jobs is not None:
+        specs = specs[:config.jobs]
+    if not specs:
+        raise InputError("the trace holds no jobs", source=name)
+    if tuned:
+        if cluster is None:
+            raise InputError(f"trace '{config.trace}': @tuned needs a cluster", field="trace")
+        seed = config.trace_seed if config.trace_seed is not None else TUNED_SEED
+        specs, name = tuned_jobs(specs, cluster, seed=seed), f"{name}@tuned"
+    if config.extra_jobs:
+        specs = [*_extra_jobs(config.extra_jobs), *specs]
+        ids = [s.job_id for s in specs]
+        dup = next((i for i in ids if ids.count(i) > 1), None)
+        if dup is not None:
+            raise InputError(f"job id '{dup}' is both an extra job and a trace job", field="extra_jobs")
+    return specs, name
+
+
+def _extra_jobs(rows: Sequence[dict[str, Any]]) -> list[JobSpec]:
+    from dlsched.traces.schema import spec_from_record
+
+    return [spec_from_record({k: "" if v is None else v for k, v in row.items()}, "extra_jobs", i)
+            for i, row in enumerate(rows, start=1)]
+
+
+def resolve_trace_spec(trace: str, trace_seed: int | None) -> str:
+    """The trace as a replay needs it: a file as an absolute path (replays from any folder), a generated trace
+    with its seed spelled out (``trace_seed`` when it names none); named traces as they are."""
+    base, tuned = split_tuned(trace)
+    head, sep, args = base.partition(":")
+    if head in _GENERATED:
+        if not any(a.strip().startswith("seed=") for a in args.split(",")):
+            seed = trace_seed if trace_seed is not None else GENERATOR_SEED
+            base = f"{head}:{args},seed={seed}" if sep and args.strip() else f"{head}:seed={seed}"
+    elif head not in _TRACE_FAMILIES:
+        base = _file_or_name(base)
+    return f"{base}@tuned" if tuned else base
+
+
+def window_jobs(jobs: Sequence[JobRecord], window: tuple[int, int] | None) -> list[JobRecord]:
+    """Jobs in submission order (numeric ids in number order), cut to ``[first, last)`` when given."""
+    def key(j: JobRecord) -> tuple:
+        try:
+            return (j.submit_s, 0, float(j.job_id), "")
+        except ValueError:
+            return (j.submit_s, 1, math.inf, j.job_id)
+
+    ordered = sorted(jobs, key=key)
+    return ordered if window is None else ordered[window[0]:window[1]]
+
+
+def scale_cluster(cluster: Cluster, k: int) -> Cluster:
+    """Every node ``k`` times over (copies next to the original, so types stay grouped)."""
+    if k == 1:
+        return cluster
+    nodes = []
+    for node in cluster.nodes:
+        for c in range(k):
+            nid = len(nodes)
+            nodes.append(Node(node_id=nid, gpu_type=node.gpu_type, num_gpus=node.num_gpus,
+                              speed_factor=node.speed_factor, rack=None if node.rack is None else f"{node.rack}.{c}",
+                              name=f"{node.gpu_type}-{nid}"))
+    return dataclasses.replace(cluster, name=f"{cluster.name}-x{k}", nodes=tuple(nodes))
+
+
+def resolve_data_dir(given: str | None) -> str | None:
+    """The data directory as an absolute path: the given one (which must exist), else the default if present."""
+    if given is not None:
+        path = Path(given).expanduser()
+        if not path.is_dir():
+            raise InputError(f"data directory {path} not found", field="data_dir")
+        return str(path.resolve())
+    from dlsched.datadir import data_dir
+
+    found = data_dir()
+    return None if found is None else str(found)
+
+
+@contextlib.contextmanager
+def data_env(path: str | None) -> Iterator[None]:
+    """Point the data readers at ``path`` for the duration of a run (they read ``$DLSCHED_DATA``)."""
+    from dlsched.datadir import ENV_VAR
+
+    if path is None:
+        yield
+        return
+    old = os.environ.get(ENV_VAR)
+    os.environ[ENV_VAR] = path
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = old
+
+
+def _file_or_name(text: str) -> str:
+    path = Path(text).expanduser()
+    return str(path.resolve()) if path.is_file() else text
+
+
+class _Observed:
+    """The scheduler, with each decision also shown to an observer; everything else is the scheduler's."""
+
+    def __init__(self, inner: Scheduler, observe: DecisionObserver) -> None:
+        self._inner, self._observe = inner, observe
+
+    def schedule(self, view: ClusterView) -> Decision:
+        decision = self._inner.schedule(view)
+        self._observe(view, decision)
+        return decision
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
