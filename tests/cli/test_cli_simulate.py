@@ -146,6 +146,11 @@ def test_clusters_and_policies_list_what_exists():
     rows = {json.loads(ln)["name"]: json.loads(ln) for ln in res.stdout.splitlines()}
     assert {"fifo", "srtf", "sjf", "las", "tiresias", "gandiva", "random", "random-sticky"} <= set(rows)
     assert rows["tiresias"]["tunables"]["ordering.queue_limits_gpu_s"] == [3600.0, 36000.0]
+    kinds = ("admission", "ordering", "allocation", "placement", "coordination")
+    for name in ("sia", "pollux", "gavel", "pal", "pm-first", "fifo"):
+        assert all(rows[name]["stages"][k]["name"] for k in kinds), name  # five stages, none null
+    assert rows["sia"]["stages"]["allocation"]["tunables"]["p"] == -0.5
+    assert rows["gavel"]["round_s"] == 360.0 and rows["sia"]["round_s"] == 60.0
 
 
 @needs_data("pal", "workload-traces", "philly")

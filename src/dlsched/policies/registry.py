@@ -211,12 +211,13 @@ def scheduler_tunables(policy: str) -> dict[str, Any]:
 
 
 def describe_scheduler(policy: str) -> dict[str, Any]:
-    """A preset as plain data: description, round length and, per stage, its name, what it does and its
-    tunables with defaults (what ``dlsched policies --format json`` prints)."""
+    """A preset as plain data: description, round length, per stage its name, what it does and its tunables
+    with defaults, and all tunables flat as ``kind.key`` (what ``dlsched policies --format json`` prints)."""
     entry = SCHEDULERS[policy]
     stages = {}
     for kind in STAGE_KINDS:
         name = entry.stage(kind)
         se = _lookup(kind, name)
         stages[kind] = {"name": name, "description": se.description, "tunables": se.tunables()}
-    return {"name": policy, "description": entry.description, "round_s": entry.round_s, "stages": stages}
+    return {"name": policy, "description": entry.description, "round_s": entry.round_s, "stages": stages,
+            "tunables": scheduler_tunables(policy)}
