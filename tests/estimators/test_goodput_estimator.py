@@ -20,7 +20,7 @@ from dlsched.core import (
     ThroughputObservation,
 )
 from dlsched.estimators.base import GoodputEstimator
-from dlsched.estimators.goodput import SiaGoodputEstimator, statistical_efficiency
+from dlsched.estimators.goodput import LearnedGoodputEstimator, statistical_efficiency
 from dlsched.estimators.throughput_model import ThroughputParams, compute_time, step_time
 from dlsched.policies.stages import SchedulerTraits
 from dlsched.sim.engine import Engine, SimConfig
@@ -73,7 +73,7 @@ def test_efficiency_is_pollux_formula():
 
 
 def test_estimate_uses_latest_gradient_report_and_prior_before():
-    est = SiaGoodputEstimator()
+    est = LearnedGoodputEstimator()
     s = spec(adaptivity=Adaptivity.STRONG_SCALING, batch_size=256)
     jv = jview(s, obs=profile(A, "t4"))
     est.update(cview(jv))
@@ -89,7 +89,7 @@ def test_estimate_uses_latest_gradient_report_and_prior_before():
 
 # -- bootstrapping ---------------------------------------------------------------------------------------
 def test_profile_only_assumes_perfect_scaling():
-    est = SiaGoodputEstimator()
+    est = LearnedGoodputEstimator()
     jv = jview(spec(), obs=profile(A, "t4"))
     est.update(cview(jv))
     one = est.predict_step_time(jv, "t4", 1, 1, 64)
@@ -99,7 +99,7 @@ def test_profile_only_assumes_perfect_scaling():
 
 
 def test_eq_3_1_scales_known_multi_gpu_model_by_single_gpu_ratio():
-    est = SiaGoodputEstimator()
+    est = LearnedGoodputEstimator()
     s = spec(adaptivity=Adaptivity.STRONG_SCALING, batch_size=512)
     multi = [obs(A, "t4", n, k, b) for n, k in [(1, 2), (1, 4), (2, 8)] for b in (32, 128)]
     jv = jview(s, obs=profile(A, "t4") + profile(B, "a100") + multi)
@@ -146,7 +146,7 @@ class Scripted:
 def test_bootstrap_learns_the_world_from_profiling_and_running():
     cluster = small_cluster((("t4", 2, 4), ("a100", 1, 4)))
     world = World(cluster, seed=0)
-    est = SiaGoodputEstimator()
+    est = LearnedGoodputEstimator()
     job = spec(max_gpus=8)
 
     def script(r, view):
@@ -189,7 +189,7 @@ def test_bootstrap_learns_the_world_from_profiling_and_running():
 
 # -- batch sizes and shapes --------------------------------------------------------------------------------
 def test_strong_scaling_and_rigid_jobs_keep_their_batch_size():
-    est = SiaGoodputEstimator()
+    est = LearnedGoodputEstimator()
     strong = jview(spec("s", adaptivity=Adaptivity.STRONG_SCALING, batch_size=512), obs=profile(A, "t4"))
     rigid = jview(spec("r", adaptivity=Adaptivity.RIGID, batch_size=384, num_gpus=4), obs=profile(A, "t4"))
     est.update(cview(strong, rigid))
@@ -203,7 +203,7 @@ def test_strong_scaling_and_rigid_jobs_keep_their_batch_size():
 
 
 def test_adaptive_job_picks_a_larger_batch_when_noise_is_high():
-    est = SiaGoodputEstimator()
+    est = LearnedGoodputEstimator()
     s = spec()
     jv = jview(s, obs=profile(A, "t4"), grad=[GradientObservation(1.0, 128, 1.0, 1e-6)])
     est.update(cview(jv))
@@ -218,7 +218,7 @@ def test_adaptive_job_picks_a_larger_batch_when_noise_is_high():
 
 
 def test_memory_limit_forces_gradient_accumulation():
-    est = SiaGoodputEstimator()
+    est = LearnedGoodputEstimator()
     s = spec(adaptivity=Adaptivity.STRONG_SCALING, batch_size=2048)
     jv = jview(s, obs=profile(A, "t4", top=256))
     est.update(cview(jv))
@@ -228,7 +228,7 @@ def test_memory_limit_forces_gradient_accumulation():
 
 
 def test_hybrid_parallel_jobs_scale_in_units_of_pipelines():
-    est = SiaGoodputEstimator()
+    est = LearnedGoodputEstimator()
     s = spec(gpu_unit=2, num_gpus=2, max_gpus=16)
     pipe = [obs(A, "t4", 1, 2, b) for b in (1, 2)]
     jv = jview(s, obs=pipe, limits=(12, 384))
@@ -242,7 +242,7 @@ def test_hybrid_parallel_jobs_scale_in_units_of_pipelines():
 
 
 def test_goodput_many_agrees_with_estimate():
-    est = SiaGoodputEstimator()
+    est = LearnedGoodputEstimator()
     jv = jview(spec(max_gpus=8), obs=profile(A, "t4") + [obs(A, "t4", 1, 4, 64)],
                grad=[GradientObservation(1.0, 128, 1.0, 20.0)])
     est.update(cview(jv))
@@ -260,7 +260,7 @@ def test_goodput_many_agrees_with_estimate():
 
 
 def test_modified_views_of_a_job_do_not_share_cache_entries():
-    est = SiaGoodputEstimator()
+    est = LearnedGoodputEstimator()
     s = spec(adaptivity=Adaptivity.ADAPTIVE, batch_size=256, num_gpus=2)
     jv = jview(s, obs=profile(A, "t4"), grad=[GradientObservation(1.0, 128, 1.0, 1e4)])
     est.update(cview(jv))
@@ -276,7 +276,7 @@ def test_modified_views_of_a_job_do_not_share_cache_entries():
 
 
 def test_disallowed_type_is_zero():
-    est = SiaGoodputEstimator()
+    est = LearnedGoodputEstimator()
     jv = jview(spec(gpu_types=("t4",)), obs=profile(A, "t4"))
     est.update(cview(jv))
     assert est.goodput_many(jv, "a100", SHAPES).max() == 0.0
@@ -285,8 +285,8 @@ def test_disallowed_type_is_zero():
 
 # -- modes -------------------------------------------------------------------------------------------------
 def test_bootstrap_knows_nothing_before_profiling_none_mode_explores():
-    boot = SiaGoodputEstimator("bootstrap")
-    none = SiaGoodputEstimator("none")
+    boot = LearnedGoodputEstimator("bootstrap")
+    none = LearnedGoodputEstimator("none")
     jv = jview(spec())
     for est in (boot, none):
         est.update(cview(jv))
@@ -307,22 +307,22 @@ def test_bootstrap_knows_nothing_before_profiling_none_mode_explores():
 
 def test_oracle_mode_is_not_this_class():
     with pytest.raises(ValueError, match="OracleGoodput"):
-        SiaGoodputEstimator("oracle")
+        LearnedGoodputEstimator("oracle")
 
 
 def test_pollux_mode_pools_all_types_in_one_model():
-    est = SiaGoodputEstimator("none", hetero_aware=False)
+    est = LearnedGoodputEstimator("none", hetero_aware=False)
     jv = jview(spec(), obs=profile(A, "t4") + profile(B, "a100"))
     est.update(cview(jv))
     assert est.params(jv, "t4") is est.params(jv, "a100")
     np.testing.assert_allclose(est.goodput_many(jv, "t4", SHAPES), est.goodput_many(jv, "a100", SHAPES))
-    hetero = SiaGoodputEstimator()
+    hetero = LearnedGoodputEstimator()
     hetero.update(cview(jv))
     assert hetero.goodput_many(jv, "a100", SHAPES)[0] > 2 * hetero.goodput_many(jv, "t4", SHAPES)[0]
 
 
 def test_protocol_and_opaque_jobs():
-    est: GoodputEstimator = SiaGoodputEstimator()
+    est: GoodputEstimator = LearnedGoodputEstimator()
     rigid = JobSpec(job_id="d", submit_time_s=0.0, model="philly", num_gpus=2, duration_s=100.0)
     prof = [ThroughputObservation(1.0, "t4", 1, 1, 0, 1, 0.5, 0.0),
             ThroughputObservation(1.0, "a100", 1, 1, 0, 1, 0.25, 0.0)]
@@ -337,7 +337,7 @@ def test_protocol_and_opaque_jobs():
 
 # -- bookkeeping -------------------------------------------------------------------------------------------
 def test_update_forgets_finished_jobs_and_ingests_each_view_once():
-    est = SiaGoodputEstimator()
+    est = LearnedGoodputEstimator()
     a = jview(spec("a"), obs=profile(A, "t4"))
     b = jview(spec("b"), obs=profile(B, "t4"))
     v = cview(a, b)
@@ -351,7 +351,7 @@ def test_update_forgets_finished_jobs_and_ingests_each_view_once():
 
 
 def test_cache_refreshes_on_new_information_only():
-    est = SiaGoodputEstimator()
+    est = LearnedGoodputEstimator()
     s = spec()
     jv = jview(s, obs=profile(A, "t4") + [obs(A, "t4", 1, 4, 64)])
     est.update(cview(jv))
@@ -375,7 +375,7 @@ def test_cache_refreshes_on_new_information_only():
 
 
 def test_goodput_many_is_fast_for_a_thousand_jobs():
-    est = SiaGoodputEstimator()
+    est = LearnedGoodputEstimator()
     jobs = []
     for i in range(1000):
         p = ThroughputParams(0.01 + 0.001 * (i % 7), 0.0003 * (1 + i % 5))

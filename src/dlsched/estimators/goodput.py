@@ -1,4 +1,5 @@
-"""Sia's goodput estimator: bootstrapped per-(job, GPU type) throughput models times Pollux's efficiency.
+"""The goodput estimator that Sia, Pollux and Gavel learn with: bootstrapped per-(job, GPU type)
+throughput models times Pollux's statistical efficiency.
 
 What it believes comes only from what jobs report in the :class:`~dlsched.core.ClusterView`: profiling and
 running step times (:class:`~dlsched.core.ThroughputObservation`) and gradient statistics
@@ -91,14 +92,14 @@ from dlsched.estimators.goodput_state import POOLED, CacheEntry, JobState
 from dlsched.estimators.throughput_model import ThroughputParams
 
 # Names defined in the goodput_* modules are still importable from here, where they used to live.
-__all__ = ["BATCH_GRID", "GENERIC_BETA_C", "MODES", "POOLED", "GoodputTable", "SiaGoodputEstimator",
+__all__ = ["BATCH_GRID", "GENERIC_BETA_C", "MODES", "POOLED", "GoodputTable", "LearnedGoodputEstimator",
            "statistical_efficiency"]
 
 _CACHE_LIMIT = 64
 MODES = ("bootstrap", "none")
 
 
-class SiaGoodputEstimator:
+class LearnedGoodputEstimator:
     """Learned goodput estimator (Sia bootstrap, no-profiling, or Pollux's pooled model); module docstring."""
 
     def __init__(self, mode: str = "bootstrap", hetero_aware: bool = True, *, prior_noise_ratio: float = 1.0,
@@ -106,7 +107,7 @@ class SiaGoodputEstimator:
         if mode not in MODES:
             hint = " (the simulator supplies dlsched.sim.oracle.OracleGoodput for oracle runs)" \
                 if mode == "oracle" else ""
-            raise ValueError(f"SiaGoodputEstimator mode must be one of {MODES}, got '{mode}'{hint}")
+            raise ValueError(f"LearnedGoodputEstimator mode must be one of {MODES}, got '{mode}'{hint}")
         if prior_noise_ratio < 0:
             raise ValueError(f"prior_noise_ratio must be >= 0, got {prior_noise_ratio}")
         self.mode = mode

@@ -22,7 +22,9 @@ from typing import Any
 from dlsched.clusters import load_cluster
 from dlsched.core import Cluster, Decision, InputError, JobSpec, Node
 from dlsched.core.view import ClusterView
+from dlsched.estimators.base import GoodputEstimator
 from dlsched.policies import SCHEDULERS, Scheduler, build_scheduler
+from dlsched.policies.stages import SchedulerTraits
 from dlsched.sim.config import STAGES, RunConfig
 from dlsched.sim.engine import Engine, SimConfig
 from dlsched.sim.metrics import summarize
@@ -187,10 +189,10 @@ def cpu_count() -> int:
 
 def attach_oracle(scheduler: Scheduler, world: World, engine: Engine) -> None:
     """Comparison runs only: a scheduler that asks for it gets an estimator answering from the world's truth."""
-    if scheduler.traits.needs_oracle:  # type: ignore[attr-defined]
+    if scheduler.traits.needs_oracle:
         from dlsched.sim.oracle import OracleGoodput
 
-        scheduler.attach_oracle(OracleGoodput(world, engine.physics_of))  # type: ignore[attr-defined]
+        scheduler.attach_oracle(OracleGoodput(world, engine.physics_of))
 
 
 def default_round_s(policy: str) -> float:
@@ -198,12 +200,11 @@ def default_round_s(policy: str) -> float:
     return float(SCHEDULERS[policy].round_s)
 
 
-def stages_used(config: RunConfig) -> dict[str, str | None]:
-    """Stage names the run uses: the overrides, else the preset's own (schedulers built by a factory choose
-    theirs internally and keep only the overrides they were given)."""
+def stages_used(config: RunConfig) -> dict[str, str]:
+    """Stage names the run uses: the overrides, else the preset's own."""
     entry = SCHEDULERS[config.policy]
-    composed = getattr(entry, "factory", None) is None
-    return {s: getattr(config, s) or (getattr(entry, s, None) if composed else None) for s in STAGES}
+    overrides = config.stage_overrides
+    return {s: overrides.get(s) or entry.stage(s) for s in STAGES}
 
 
 def policy_label(config: RunConfig) -> str:
@@ -329,11 +330,19 @@ class _Observed:
 
     def __init__(self, inner: Scheduler, observe: DecisionObserver) -> None:
         self._inner, self._observe = inner, observe
+        self.name = inner.name
+
+    @property
+    def traits(self) -> SchedulerTraits:
+        return self._inner.traits
+
+    def attach_oracle(self, estimator: GoodputEstimator) -> None:
+        self._inner.attach_oracle(estimator)
+
+    def describe(self) -> str:
+        return self._inner.describe()
 
     def schedule(self, view: ClusterView) -> Decision:
         decision = self._inner.schedule(view)
         self._observe(view, decision)
         return decision
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)

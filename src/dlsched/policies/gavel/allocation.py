@@ -82,9 +82,9 @@ class GavelAllocation(AllocationStage):
             raise ValueError(f"lease_s must be a positive number of seconds, got {self.lease_s}")
         if self.lp_method not in LP_METHODS:
             raise ValueError(f"unknown LP method '{self.lp_method}' (one of: {', '.join(LP_METHODS)})")
-        from dlsched.estimators.goodput import SiaGoodputEstimator
+        from dlsched.estimators.goodput import LearnedGoodputEstimator
 
-        self.estimator: GoodputEstimator = SiaGoodputEstimator(mode="bootstrap" if self.profile else "none",
+        self.estimator: GoodputEstimator = LearnedGoodputEstimator(mode="bootstrap" if self.profile else "none",
                                                                hetero_aware=True)
         self._job_time: dict[str, dict[str, float]] = {}
         self._cluster_time: dict[str, float] = {}

@@ -76,9 +76,9 @@ class PolluxAllocation(AllocationStage):
             raise ValueError(f"p must be a non-zero number, got {self.p}")
         if self.speedup_base not in SPEEDUP_BASES:
             raise ValueError(f"speedup_base must be 'fair' or 'one-gpu', got '{self.speedup_base}'")
-        from dlsched.estimators.goodput import SiaGoodputEstimator
+        from dlsched.estimators.goodput import LearnedGoodputEstimator
 
-        self.estimator: GoodputEstimator = SiaGoodputEstimator(mode="none", hetero_aware=False)
+        self.estimator: GoodputEstimator = LearnedGoodputEstimator(mode="none", hetero_aware=False)
         self.rng = np.random.default_rng(self.seed)
         self._vc: VirtualCluster | None = None
         self._cluster: Cluster | None = None

@@ -123,9 +123,9 @@ class SiaAllocation(AllocationStage):
         self._validate()
         self.estimator: GoodputEstimator | None = None
         if self.profiling != "oracle":
-            from dlsched.estimators.goodput import SiaGoodputEstimator
+            from dlsched.estimators.goodput import LearnedGoodputEstimator
 
-            self.estimator = SiaGoodputEstimator(mode=self.profiling, hetero_aware=True)
+            self.estimator = LearnedGoodputEstimator(mode=self.profiling, hetero_aware=True)
         self._configs: tuple[int, ConfigSet] | None = None
         self._incremental: IncrementalAssignment | None = None
         self._cands: dict[str, Candidates | None] = {}
