@@ -6,7 +6,7 @@ import numpy as np
 from test_pal_placement import job, placed, view
 
 from dlsched.policies import SCHEDULERS, build_scheduler
-from dlsched.policies.pal import _build_pools, _RoundPool, cut_queue, pm_first_gpus, pm_first_singles
+from dlsched.policies.pal import RoundPool, build_pools, cut_queue, pm_first_gpus, pm_first_singles
 from dlsched.policies.registry import PLACEMENTS
 from dlsched.policies.stages import Demand, Plan
 from testkit import small_cluster
@@ -60,8 +60,8 @@ def test_single_gpu_runs_match_one_by_one_picks():
     rng = np.random.default_rng(11)
     for _ in range(100):
         scores = {"classA": rng.choice([0.9, 1.0, 1.1, 1.3], 40)}
-        pools = _build_pools(cluster, scores, ("classA",), {"k_min": 2, "k_max": 0, "outlier_sigma": 0.0})
-        batch, single = _RoundPool(pools["v100"]), _RoundPool(pools["v100"])
+        pools = build_pools(cluster, scores, ("classA",), {"k_min": 2, "k_max": 0, "outlier_sigma": 0.0})
+        batch, single = RoundPool(pools["v100"]), RoundPool(pools["v100"])
         busy = np.flatnonzero(rng.random(40) < 0.4)
         if len(busy):
             batch.take(busy)

@@ -8,7 +8,7 @@ says otherwise. PAL's baselines are the core placements with the run's ordering:
 
 from __future__ import annotations
 
-from dlsched.policies.pal import PalPlacement, PmFirstPlacement
+from dlsched.policies.pal.placement import PalPlacement, PmFirstPlacement
 from dlsched.policies.registry import SchedulerEntry, register_scheduler, register_stage
 
 register_stage("placement", "pm-first", PmFirstPlacement,
