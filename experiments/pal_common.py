@@ -5,9 +5,9 @@ Every experiment is a list of run specs (plain dicts) fanned out over processes 
 (:func:`config_of`) and the parent turns each run's records into a small dict of metrics (and, on request,
 time series).
 
-Variability. ``variability="world"`` uses the simulator's default draw (world option ``gpu_speeds=median``:
+Variability. ``variability="world"`` uses the simulator's default draw (world option ``gpu_speeds=medians``:
 every simulated GPU is a profiled GPU, scored by the median of its runs). ``variability="runs"`` reproduces
-how PAL's simulator draws scores (``gpu_speeds=runs``): per class, single benchmark runs sampled from the
+how PAL's simulator draws scores (``gpu_speeds=single-runs``): per class, single benchmark runs sampled from the
 measured file (stragglers included, up to 3.6x for ResNet-50 on Longhorn). In both cases the policy sees only
 the profile the engine hands it (``ClusterView.gpu_scores``), and bins it itself.
 """
@@ -44,7 +44,7 @@ def config_of(spec: dict[str, Any]):
 
     world = dict(spec.get("world") or {})
     if spec.get("variability", "world") == "runs":
-        world["gpu_speeds"] = "runs"
+        world["gpu_speeds"] = "single-runs"
     window = spec.get("jobs_window")
     return RunConfig(cluster=spec["cluster"], trace=spec["trace"], policy=spec.get("policy", "fifo"),
                      ordering=spec.get("ordering"), placement=spec.get("placement"), seed=int(spec.get("seed", 0)),

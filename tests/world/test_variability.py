@@ -110,21 +110,21 @@ def world(num_nodes: int, gpu_speeds: str, seed: int = 0, family: str = "longhor
 @needs_data
 def test_runs_give_a_wider_spread_than_medians():
     """Single runs keep the stragglers that a GPU's median hides: the slowest GPU is far slower."""
-    medians, runs = world(64, "median", seed=7).speeds, world(64, "runs", seed=7).speeds
+    medians, runs = world(64, "medians", seed=7).speeds, world(64, "single-runs", seed=7).speeds
     assert (medians.origin, runs.origin) == ("measured", "runs")
     assert medians.scores("classA").max() < 1.2 < 2.0 < runs.scores("classA").max()
     assert np.std(runs.scores("classA")) > 2 * np.std(medians.scores("classA"))
     # The same seed draws the same cluster.
-    again = world(64, "runs", seed=7).speeds
+    again = world(64, "single-runs", seed=7).speeds
     for c in CLASSES:
         np.testing.assert_array_equal(runs.scores(c), again.scores(c))
-    assert not np.array_equal(runs.scores("classA"), world(64, "runs", seed=8).speeds.scores("classA"))
+    assert not np.array_equal(runs.scores("classA"), world(64, "single-runs", seed=8).speeds.scores("classA"))
 
 
 @needs_data
 def test_runs_draw_single_runs_without_repetition():
     files = measured_family("longhorn", DATA)
-    s = world(16, "runs", seed=3).speeds
+    s = world(16, "single-runs", seed=3).speeds
     for c in ("classA", "classB", "classD"):
         bench = next(m for m in files.values() if c in m.classes)
         pool = Counter(bench.runs.tolist())
@@ -138,7 +138,7 @@ def test_runs_match_what_experiments_drew_before_the_option():
     """Seeded like :func:`sample_runs`, so PAL experiments keep their clusters when they switch to the option."""
     from dlsched.estimators.pm_profiles import sample_runs
 
-    s = world(8, "runs", seed=5, family="frontera").speeds
+    s = world(8, "single-runs", seed=5, family="frontera").speeds
     before = sample_runs("frontera", 32, seed=5, data_dir=DATA)
     for c in CLASSES:
         np.testing.assert_array_equal(s.scores(c), before.scores[c])
@@ -146,16 +146,16 @@ def test_runs_match_what_experiments_drew_before_the_option():
 
 def test_runs_without_data_is_input_error(no_data):
     with pytest.raises(InputError) as info:
-        world(2, "runs")
+        world(2, "single-runs")
     assert info.value.field == "gpu_speeds" and "DLSCHED_DATA" in str(info.value)
-    assert not world(2, "runs", family=None).speeds.enabled  # nothing to draw: no data needed
+    assert not world(2, "single-runs", family=None).speeds.enabled  # nothing to draw: no data needed
 
 
 def test_bad_gpu_speeds_is_input_error_naming_the_field():
     with pytest.raises(InputError) as info:
         WorldConfig(gpu_speeds="mean")
-    assert info.value.field == "gpu_speeds" and "median" in str(info.value) and "runs" in str(info.value)
-    assert WorldConfig().gpu_speeds == "median"
+    assert info.value.field == "gpu_speeds" and "medians" in str(info.value) and "single-runs" in str(info.value)
+    assert WorldConfig().gpu_speeds == "medians"
 
 
 # -- fitted fallback ----------------------------------------------------------------------------------------

@@ -61,7 +61,7 @@ class WorldConfig:
     #: Where each simulated GPU's true per-class speed comes from: ``median`` (a profiled GPU scored by
     #: the median of its runs) or ``runs`` (PAL's simulator's draw: single runs per class, stragglers
     #: included); see :meth:`dlsched.world.variability.GpuSpeeds.for_cluster`.
-    gpu_speeds: str = "median"
+    gpu_speeds: str = "medians"
     #: Scale on every model's checkpoint-restore delay (0 disables restart costs).
     restart_delay_scale: float = 1.0
     #: Checkpoint-restore delay for jobs whose model has no measured value (PAL/Philly traces).

@@ -57,7 +57,7 @@ from dlsched.core.errors import InputError
 from dlsched.datadir import data_dir as default_data_dir
 
 #: Where the per-GPU speeds of a simulated cluster come from (``WorldConfig.gpu_speeds``).
-GPU_SPEED_SOURCES: tuple[str, ...] = ("median", "runs")
+GPU_SPEED_SOURCES: tuple[str, ...] = ("medians", "single-runs")
 
 #: Salt mixed into the seed so variability draws do not correlate with other uses of the same seed.
 _SEED_SALT = 0x9A1_5EED
@@ -157,16 +157,16 @@ class GpuSpeeds:
 
     @classmethod
     def for_cluster(cls, cluster: Cluster, *, seed: int, data_dir: str | None, enabled: bool,
-                    source: str = "median") -> GpuSpeeds:
+                    source: str = "medians") -> GpuSpeeds:
         """Draw the GPUs of ``cluster`` from its variability family, deterministically for ``seed``.
 
         ``cluster.variability`` None or ``enabled`` False: every GPU is 1.0. Otherwise ``source`` (one of
         :data:`GPU_SPEED_SOURCES`) says how:
 
-        * ``median``: every simulated GPU is a profiled GPU scored by the median of its runs, drawn from the
+        * ``medians``: every simulated GPU is a profiled GPU scored by the median of its runs, drawn from the
           measured files when the data directory (``data_dir``, else ``dlsched.datadir.data_dir()``) holds
           them and from the shipped fitted distribution when it does not;
-        * ``runs``: per class, single benchmark runs drawn without repetition, stragglers included, as PAL's
+        * ``single-runs``: per class, single benchmark runs drawn without repetition, stragglers included, as PAL's
           simulator scores its GPUs (:func:`dlsched.catalog.draw_runs`). It needs the measured files, since
           the fitted summary describes per-GPU medians only. It is seeded with ``seed`` itself, as PAL
           experiments drew runs before this option existed, so their clusters stay the same.
@@ -180,10 +180,10 @@ class GpuSpeeds:
             return cls.uniform(n)
         family(name)
         root = _data_root(data_dir)
-        if source == "runs":
+        if source == "single-runs":
             if root is None or not has_measured_data(name, root):
                 raise InputError(f"GPU speeds from single runs need the measured '{name}' files in the data "
-                                 f"directory (set DLSCHED_DATA), or use gpu_speeds=median", field="gpu_speeds")
+                                 f"directory (set DLSCHED_DATA), or use gpu_speeds=medians", field="gpu_speeds")
             runs = draw_runs(name, n, np.random.default_rng(seed), root)
             return cls(runs, n, family=name, origin="runs")
         rng = np.random.default_rng([_SEED_SALT, int(seed) % (1 << 63)])
