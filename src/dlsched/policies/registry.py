@@ -24,6 +24,9 @@ from dlsched.core import InputError
 from dlsched.policies.stages import StagedScheduler
 
 STAGE_KINDS = ("admission", "ordering", "allocation", "placement", "coordination")
+#: The ordering that only breaks ties (submit time, then job id): the one allocations that rank jobs
+#: through their own objective are composed with.
+NEUTRAL_ORDERING = "fifo"
 #: Fields that are not tunables: set by the registry (``name``, ``seed``) or internal.
 _HIDDEN = {"name", "seed", "rng"}
 
@@ -168,9 +171,11 @@ def check_combination(chosen: dict[str, Any], names: dict[str, str], overridden:
     if place.traits.needs_gpu_type and not alloc.traits.names_gpu_type:
         raise InputError(f"placement '{p}' cannot follow allocation '{a}': it needs demands that name a GPU "
                          f"type, and '{a}' leaves the type to placement", field="placement")
-    if "ordering" in overridden and not alloc.traits.uses_order:
+    if not alloc.traits.uses_order and names["ordering"] != NEUTRAL_ORDERING:
+        field_ = "ordering" if "ordering" in overridden or "allocation" not in overridden else "allocation"
         raise InputError(f"ordering '{names['ordering']}' cannot steer allocation '{a}': it ranks jobs "
-                         f"through its own objective (the ordering only breaks ties)", field="ordering")
+                         f"through its own objective (the ordering only breaks ties; use "
+                         f"'{NEUTRAL_ORDERING}')", field=field_)
 
 
 def build_scheduler(policy: str, *, admission: str | None = None, ordering: str | None = None,
