@@ -65,7 +65,7 @@ class Range:
 
 def fmt_number(x: float) -> str:
     """A bound or value as it would be typed: ``86400``, ``0.5``, ``1e+300``, never ``86400.0``."""
-    if isinstance(x, float) and x.is_integer() and abs(x) < 1e7:
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e10:
         return str(int(x))
     return f"{x:g}" if isinstance(x, float) else str(x)
 
