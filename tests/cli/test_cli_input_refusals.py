@@ -68,3 +68,15 @@ def test_trace_validate_reports_what_a_run_would_refuse(trace):
     assert f"{big}:2 field 'num_gpus'" in line and "has at most 24" in line
     unknown = trace("job_id,submit_time_s,model,num_gpus\na,0,resnet9000,1\n")
     assert f"{unknown}:2 field 'model': unknown model 'resnet9000'" in refused("trace", "validate", unknown)
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("--k-min", "0"), ("--k-min must be in [2, 64]",)),
+    (("--k-min", "9", "--k-max", "3"), ("--k-min (9) must not exceed --k-max (3)",)),
+    (("--l-across", "nan"), ("--l-across must be in [1, 100]",)),
+    (("--gpus", "100000000"), ("--gpus must be in [1, 65536]",)),
+])
+def test_variability_flags_take_the_ranges_of_pal(args, words):
+    line = refused("variability", "show", "longhorn", *args)
+    for w in words:
+        assert w in line, line
