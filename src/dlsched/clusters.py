@@ -4,6 +4,11 @@ A cluster file lists node groups; every group is ``count`` nodes of ``gpus_per_n
 Optional per-group ``speed_factor`` models server-level heterogeneity (Hops) and ``rack`` adds a locality
 level above the node (PAL). ``variability`` names the measured per-GPU profile family the cluster's GPUs
 are drawn from (``longhorn``, ``frontera``, ``ls6``, ``testbed32``).
+
+Numbers are strict (``gpus_per_node: true`` or ``count: 2.5`` is a mistake, not 1 or 2) and bounded by what
+they mean: a server holds 1..64 GPUs, a speed factor is a multiplier between 1/100 and 100 of the median
+server's speed, and a cluster has at most 65536 GPUs (the simulator's work per round grows with it). A value
+outside its range is refused naming the file, the field and the range (docs/simulator.md).
 """
 
 from __future__ import annotations
@@ -16,18 +21,45 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dlsched.core import KNOWN_GPU_TYPES, Cluster, InputError, Node
+from dlsched.core.ranges import Range
 
 VARIABILITY_FAMILIES = ("longhorn", "frontera", "ls6", "testbed32")
 
 
-class NodeGroup(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+#: Allowed ranges of a node group's numbers, declared once: the schema enforces them and errors print them.
+GROUP_RANGES: dict[str, Range] = {
+    "count": Range(1, 65536),
+    "gpus_per_node": Range(1, 64),
+    "speed_factor": Range(0.01, 100.0),
+}
+#: Most GPUs one cluster file may describe.
+MAX_CLUSTER_GPUS = 65536
 
-    gpu_type: str
-    count: int = Field(ge=1)
-    gpus_per_node: int = Field(ge=1, le=64)
-    speed_factor: float = Field(default=1.0, gt=0.0)
-    rack: str | None = None
+
+def _bounds(name: str) -> dict[str, float | None]:
+    r = GROUP_RANGES[name]
+    return {"ge": r.lo, "le": r.hi}
+
+
+class NodeGroup(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    gpu_type: str = Field(strict=True)
+    count: int = Field(strict=True, **_bounds("count"))
+    gpus_per_node: int = Field(strict=True, **_bounds("gpus_per_node"))
+    speed_factor: float = Field(default=1.0, strict=True, **_bounds("speed_factor"))
+    rack: str | None = Field(default=None, strict=True)
+
+    @field_validator("speed_factor", mode="before")
+    @classmethod
+    def _yaml_exponent(cls, v: object) -> object:
+        """PyYAML reads ``1e-3`` (no dot) as text; take it as the number the user wrote."""
+        if isinstance(v, str):
+            try:
+                return float(v)
+            except ValueError:
+                return v
+        return v
 
     @field_validator("gpu_type")
     @classmethod
@@ -40,10 +72,19 @@ class NodeGroup(BaseModel):
 class ClusterFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str
+    name: str = Field(strict=True, min_length=1)
     description: str = ""
     variability: Literal["longhorn", "frontera", "ls6", "testbed32"] | None = None
     nodes: list[NodeGroup] = Field(min_length=1)
+
+    @field_validator("nodes")
+    @classmethod
+    def _size(cls, groups: list[NodeGroup]) -> list[NodeGroup]:
+        total = sum(g.count * g.gpus_per_node for g in groups)
+        if total > MAX_CLUSTER_GPUS:
+            raise ValueError(f"the node groups add up to {total} GPUs; a cluster may have at most "
+                             f"{MAX_CLUSTER_GPUS}")
+        return groups
 
     def build(self) -> Cluster:
         nodes: list[Node] = []
@@ -76,6 +117,12 @@ def _parse(text: str, source: str) -> ClusterFile:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
+        if "input" in err and err["type"] != "value_error" and not isinstance(err["input"], (dict, list)):
+            msg += f", got {err['input']!r}"
+        key = str(err["loc"][-1]) if err["loc"] else ""
+        if key in GROUP_RANGES and err["type"] != "missing":
+            whole = "a whole number in " if key != "speed_factor" else ""
+            msg += f" (allowed: {whole}{GROUP_RANGES[key]})"
         raise InputError(msg, source=source, field=loc) from None
 
 

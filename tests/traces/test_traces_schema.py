@@ -16,18 +16,20 @@ from dlsched.traces.schema import strip_origin
 
 FULL = JobSpec(job_id="job, \"quoted\" 1", submit_time_s=12.5, model="bert", num_gpus=4, batch_size=96,
                min_gpus=2, max_gpus=8, adaptivity=Adaptivity.STRONG_SCALING, deadline_s=3600.25, user="alice",
-               duration_s=1234.5678, iterations=1e6 + 0.5, reference_gpu="a100", gpu_types=("a100", "v100"),
+               duration_s=1234.5678, reference_gpu="a100", gpu_types=("a100", "v100"),
                gpu_unit=2, priority=0.3)
 MINIMAL = JobSpec(job_id="j2", submit_time_s=0.0, model="philly", num_gpus=1)
+#: A job gives a run time or an iteration count, never both.
+ITERATIONS = JobSpec(job_id="j3", submit_time_s=20.0, model="resnet50", num_gpus=2, iterations=1e6 + 0.5)
 
 HEADER = ",".join(COLUMNS)
 
 
 def test_round_trip_preserves_every_field(tmp_path):
-    path = write_trace([FULL, MINIMAL], tmp_path / "t.csv")
+    path = write_trace([FULL, MINIMAL, ITERATIONS], tmp_path / "t.csv")
     back = read_canonical(path)
     # sorted by submit time: MINIMAL (t=0) first
-    assert strip_origin(back) == [MINIMAL, FULL]
+    assert strip_origin(back) == [MINIMAL, FULL, ITERATIONS]
     assert back[0].origin == f"{path}:3" and back[1].origin == f"{path}:2"
     assert read_trace(path) == back  # detected as canonical
 
@@ -58,9 +60,10 @@ def test_blank_lines_and_quoted_cells_keep_line_numbers(write):
 @pytest.mark.parametrize(("row", "field", "needle"), [
     ("a,,m,1", "submit_time_s", "missing"),
     ("a,abc,m,1", "submit_time_s", "not a number"),
-    ("a,-1,m,1", "submit_time_s", ">= 0"),
+    ("a,-1,m,1", "submit_time_s", "must be in [0, 31536000] (a trace spans at most a year), got -1"),
+    ("a,1e17,m,1", "submit_time_s", "must be in [0, 31536000] (a trace spans at most a year), got 1e+17"),
     ("a,nan,m,1", "submit_time_s", "finite"),
-    ("a,1,m,0", "num_gpus", ">= 1"),
+    ("a,1,m,0", "num_gpus", "must be in [1, 65536], got 0"),
     ("a,1,m,1.5", "num_gpus", "whole number"),
     ("a,1,,1", "model", "missing"),
 ])
@@ -139,8 +142,11 @@ def test_parquet_without_pyarrow_is_a_clear_error(tmp_path):
 
 _text = st.text(st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=12).filter(
     lambda s: s.strip() != "")
-_times = st.floats(min_value=0, max_value=1e9, allow_nan=False, allow_infinity=False)
-_pos = st.floats(min_value=1e-6, max_value=1e12, allow_nan=False, allow_infinity=False)
+_YEAR_S = 365 * 86400.0
+_times = st.floats(min_value=0, max_value=_YEAR_S, allow_nan=False, allow_infinity=False)
+_pos = st.floats(min_value=1e-6, max_value=_YEAR_S, allow_nan=False, allow_infinity=False)
+_iterations = st.floats(min_value=1e-6, max_value=1e9, allow_nan=False, allow_infinity=False)
+_priority = st.floats(min_value=1e-6, max_value=1e6, allow_nan=False, allow_infinity=False)
 _gpu = st.sampled_from(sorted(KNOWN_GPU_TYPES))
 
 
@@ -155,13 +161,15 @@ def job_specs(draw) -> JobSpec:
         min_gpus = draw(st.integers(1, 64))
         max_gpus = draw(st.none() | st.integers(min_gpus, 256))
     submit = draw(_times)
-    deadline = draw(st.none() | st.floats(min_value=submit, max_value=2e9, allow_nan=False))
+    deadline = draw(st.none() | st.floats(min_value=submit, max_value=2 * _YEAR_S, allow_nan=False))
+    duration = draw(st.none() | _pos)
+    iterations = None if duration is not None else draw(st.none() | _iterations)
     return JobSpec(
         job_id=draw(_text), submit_time_s=submit, model=draw(_text), num_gpus=num,
         batch_size=draw(st.none() | st.integers(1, 1 << 20)), min_gpus=min_gpus, max_gpus=max_gpus,
-        adaptivity=mode, deadline_s=deadline, user=draw(_text), duration_s=draw(st.none() | _pos),
-        iterations=draw(st.none() | _pos), reference_gpu=draw(_gpu),
-        gpu_types=tuple(draw(st.lists(_gpu, max_size=3, unique=True))), gpu_unit=unit, priority=draw(_pos),
+        adaptivity=mode, deadline_s=deadline, user=draw(_text), duration_s=duration,
+        iterations=iterations, reference_gpu=draw(_gpu),
+        gpu_types=tuple(draw(st.lists(_gpu, max_size=3, unique=True))), gpu_unit=unit, priority=draw(_priority),
     )
 
 

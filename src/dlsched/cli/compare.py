@@ -55,6 +55,10 @@ def compare(
         names = [p.strip() for p in policies.split(",") if p.strip()]
         if not names:
             raise InputError("--policies is empty", field="policies")
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise InputError(f"names {', '.join(repeated)} more than once; list each run once (for repeats "
+                             f"with other seeds use --seeds)", field="policies")
         configs = []
         for name in names:
             pol, _, plc = name.partition("@")

@@ -1,6 +1,8 @@
 """The flags that describe a run, shared by ``simulate`` and ``compare``, and how they become a RunConfig.
 
-Every flag defaults to "not given" so that, with ``--config FILE``, exactly the flags on the command line
+Numeric flags are taken as text and checked by the RunConfig, like the same fields in a config file, so a
+bad value (``--seed 1.5``, ``--round-s nan``) is refused in one place with one line that names the field and
+its allowed range. Every flag defaults to "not given" so that, with ``--config FILE``, exactly the flags on the command line
 override the file's fields. ``--set key=value`` pairs are routed by key: world options (``world.KEY`` or a
 bare world key such as ``locality_penalty``), engine limits (``max_time_s``, ``stall_rounds``), and policy
 tunables (everything else).
@@ -22,9 +24,9 @@ ClusterOpt = Annotated[str | None, typer.Option("--cluster", help="Preset name o
 TraceOpt = Annotated[str | None, typer.Option("--trace", help="Named trace (sia-philly:1, pal-philly:1, "
                                               "synthetic:rate=20,hours=8,seed=1, ...) or a trace file "
                                               "[default: synthetic:rate=20,hours=8,seed=1].")]
-TraceSeedOpt = Annotated[int | None, typer.Option("--trace-seed", help="Seed of a generated trace that names "
+TraceSeedOpt = Annotated[str | None, typer.Option("--trace-seed", metavar="INTEGER", help="Seed of a generated trace that names "
                                                   "none, and of TunedJobs (@tuned).")]
-JobsOpt = Annotated[int | None, typer.Option("--jobs", help="Use only the first N jobs of the trace.")]
+JobsOpt = Annotated[str | None, typer.Option("--jobs", metavar="INTEGER", help="Use only the first N jobs of the trace.")]
 OrderingOpt = Annotated[str | None, typer.Option("--ordering", help="Override the policy's ordering stage.")]
 PlacementOpt = Annotated[str | None, typer.Option("--placement", help="Override the policy's placement stage.")]
 AllocationOpt = Annotated[str | None, typer.Option("--allocation", help="Override the policy's allocation stage.")]
@@ -34,14 +36,14 @@ CoordinationOpt = Annotated[str | None, typer.Option("--coordination",
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="key=value: a policy tunable, a world option "
                                                   "(world.KEY or e.g. locality_penalty) or an engine limit "
                                                   "(max_time_s, stall_rounds); repeatable.")]
-SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed of the scheduler's and engine's random "
+SeedOpt = Annotated[str | None, typer.Option("--seed", metavar="INTEGER", help="Seed of the scheduler's and engine's random "
                                              "choices, and of the world's unless --world-seed [default: 0].")]
-WorldSeedOpt = Annotated[int | None, typer.Option("--world-seed", help="Seed of the world's draws (per-GPU "
+WorldSeedOpt = Annotated[str | None, typer.Option("--world-seed", metavar="INTEGER", help="Seed of the world's draws (per-GPU "
                                                   "variability) [default: --seed].")]
-RoundOpt = Annotated[float | None, typer.Option("--round-s", help="Scheduling round length in seconds "
+RoundOpt = Annotated[str | None, typer.Option("--round-s", metavar="SECONDS", help="Scheduling round length in seconds "
                                                 "[default: the policy's own, 60 s; 360 s for gavel, pal, "
                                                 "pm-first].")]
-MaxTimeOpt = Annotated[float | None, typer.Option("--max-time-s", help="Stop at this simulated time.")]
+MaxTimeOpt = Annotated[str | None, typer.Option("--max-time-s", metavar="SECONDS", help="Stop at this simulated time.")]
 DataDirOpt = Annotated[str | None, typer.Option("--data-dir", help="Measured-data directory "
                                                 "[default: $DLSCHED_DATA, else ../shared/data].")]
 

@@ -32,10 +32,18 @@ StatsFormat = Format
 
 
 @app.command()
-def validate(trace: str = typer.Argument(..., help=_TRACE_HELP)) -> None:
-    """Read TRACE, checking every row; print 'ok: N jobs' or the first error."""
+def validate(trace: str = typer.Argument(..., help=_TRACE_HELP),
+             cluster: str | None = typer.Option(None, "--cluster", help="Also check that every job fits this "
+                                                "cluster (preset name or cluster YAML).")) -> None:
+    """Read TRACE, checking every row and that the simulator can run every job; print 'ok: N jobs' or the
+    first problem as file:line."""
+    from dlsched.sim.trace_check import check_runnable
+
     try:
         jobs, _ = resolve_trace(trace)
+        if not jobs:
+            raise InputError("the trace holds no jobs (only a header?)", source=trace)
+        check_runnable(jobs, cluster)
     except InputError as exc:
         raise _fail(exc) from None
     typer.echo(f"ok: {len(jobs)} jobs")

@@ -78,10 +78,30 @@ KMaxOpt = typer.Option(K_MAX, "--k-max", help="largest K of the silhouette sweep
 SigmaOpt = typer.Option(OUTLIER_SIGMA, "--outlier-sigma", help="outliers beyond this many sigma keep their scores")
 
 
+def _check_options(gpus: int | None, k_min: int, k_max: int, outlier_sigma: float, l_across: float) -> None:
+    """The binning flags take the ranges PAL's placement stage declares for the same tunables."""
+    from dlsched.core.ranges import Range, fmt_value, range_of
+    from dlsched.policies.registry import STAGES
+
+    fields = {f.name: f for f in STAGES["placement"]["pal"].tunable_fields()}
+    checks: list[tuple[str, str, float | None, Range | None]] = [
+        ("--gpus", "gpus", gpus, Range(1, 65536)),
+        *((f"--{name.replace('_', '-')}", name, value, range_of(fields[name]))
+          for name, value in (("k_min", k_min), ("k_max", k_max), ("outlier_sigma", outlier_sigma),
+                              ("l_across", l_across))),
+    ]
+    for flag, name, value, rng in checks:
+        if value is not None and rng is not None and value not in rng:
+            raise InputError(f"{flag} must be {rng.phrase}, got {fmt_value(value)}", field=name)
+    if k_min > k_max:
+        raise InputError(f"--k-min ({k_min}) must not exceed --k-max ({k_max})", field="k_min")
+
+
 def _fitted(profile: str, gpus: int | None, seed: int, runs: bool, cls: str | None, k_min: int, k_max: int,
             outlier_sigma: float, l_across: float):
     """Profile, its bins and their JSON form, or the one-line error exit (shared by show and fit)."""
     try:
+        _check_options(gpus, k_min, k_max, outlier_sigma, l_across)
         prof = _load(profile, gpus, seed, runs)
         bins = _bins(prof, cls, k_min, k_max, outlier_sigma)
     except InputError as exc:

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 from dlsched.core import ClusterView, JobView
+from dlsched.core.ranges import fmt_value, ranged
 
 
 def _fifo_key(j: JobView) -> tuple[float, str]:
@@ -78,9 +79,17 @@ class Tiresias2DLas:
     run time is promoted back to queue 0 (Tiresias's starvation guard); 0 disables promotion.
     """
 
-    queue_limits_gpu_s: tuple[float, ...] = (3600.0, 36000.0)
-    starvation_factor: float = 0.0
+    #: Attained GPU-seconds at which a job moves down a queue; strictly increasing (empty: one queue).
+    queue_limits_gpu_s: tuple[float, ...] = ranged((3600.0, 36000.0), 0.0, 1e12, lo_open=True)
+    #: Waiting longer than this many times the last run time promotes a job to queue 0 (0: never).
+    starvation_factor: float = ranged(0.0, 0.0, 1e6)
     name: str = "tiresias-2dlas"
+
+    def __post_init__(self) -> None:
+        limits = self.queue_limits_gpu_s
+        if any(b <= a for a, b in zip(limits, limits[1:], strict=False)):
+            raise ValueError(f"queue_limits_gpu_s must be strictly increasing (each queue starts past the "
+                             f"last), got {fmt_value(limits)}")
 
     def queue_of(self, j: JobView) -> int:
         q = sum(1 for limit in self.queue_limits_gpu_s if j.attained_gpu_s >= limit)

@@ -4,7 +4,10 @@ swap and tune them.
 Every scheduler is five stages: admission, ordering, allocation, placement, coordination. A stage is a
 dataclass registered under a name; its public init fields (other than ``name`` and ``seed``) are its
 tunables, with the defaults from its paper. A field may carry ``metadata={"parse": fn}`` when its text form
-needs more than the field's type (``tau=on``).
+needs more than the field's type (``tau=on``), and declares its allowed range with
+:func:`~dlsched.core.ranges.ranged` (``metadata={"range": Range(lo, hi)}``): the registry checks every value
+set through it against that range, so a value that would stall or break the model is refused up front with
+the range in the message, and ``dlsched policies`` prints the same ranges.
 
 ``--set key=value`` sets the tunable on whichever stage has it; ``KIND.key`` (``placement.k_max``) or
 ``STAGE.key`` (``sia.p``) picks the stage explicitly. A key no stage has is an error, never ignored. This
@@ -15,12 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any
 
 from dlsched.core import InputError
+from dlsched.core.ranges import Range, fmt_value, range_of
 from dlsched.policies.stages import StagedScheduler
 
 STAGE_KINDS = ("admission", "ordering", "allocation", "placement", "coordination")
@@ -49,6 +54,10 @@ class StageEntry:
         for f in self.tunable_fields():
             out[f.name] = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         return out
+
+    def ranges(self) -> dict[str, str]:
+        """Tunable name -> its allowed range as text (``[1, 86400]``), for tunables that declare one."""
+        return {f.name: str(r) for f in self.tunable_fields() if (r := range_of(f)) is not None}
 
     def takes_seed(self) -> bool:
         return any(f.name == "seed" and f.init for f in dataclasses.fields(self.cls))
@@ -98,13 +107,30 @@ def _lookup(kind: str, name: str) -> StageEntry:
     return table[name]
 
 
+#: How each tunable type is named in messages (what the user should type).
+_TYPE_WORDS = {float: "a finite number", int: "a whole number", bool: "on/off (true/false)", str: "text"}
+
+
+def type_word(annotation: Any) -> str:
+    """What a value of ``annotation`` looks like on the command line, for messages."""
+    hint = annotation
+    if isinstance(hint, str):
+        hint = {"float": float, "int": int, "bool": bool, "str": str}.get(hint, hint)
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return f"{type_word(args[0])} or 'none'"
+    if origin is tuple:
+        return f"comma-separated list of {type_word(typing.get_args(hint)[0])}s".replace("a ", "", 1)
+    return _TYPE_WORDS.get(hint, getattr(hint, "__name__", str(hint)))
+
+
 def parse_value(raw: str, annotation: Any, key: str) -> Any:
     """Turn a ``--set`` string into the tunable's declared type; refuse what does not parse."""
     hint = annotation
     if isinstance(hint, str):
         hint = {"float": float, "int": int, "bool": bool, "str": str}.get(hint, hint)
     origin = typing.get_origin(hint)
-    name = getattr(hint, "__name__", str(hint))
     try:
         if origin in (typing.Union, types.UnionType):
             args = [a for a in typing.get_args(hint) if a is not type(None)]
@@ -127,25 +153,59 @@ def parse_value(raw: str, annotation: Any, key: str) -> Any:
                 raise ValueError(raw)
             return value
         if hint is int:
-            return int(raw)
+            return _whole(raw)
         if hint is str:
             return raw.strip()
     except ValueError:
-        raise InputError(f"cannot read '{raw}' as {name}", field=key) from None
+        raise InputError(f"cannot read '{raw}' as {type_word(annotation)}", field=key) from None
     return raw
+
+
+def _whole(raw: str) -> int:
+    """An integer written as ``12``, ``12.0`` or ``1e3``; ``2.5``, ``inf`` and ``abc`` are not."""
+    try:
+        return int(raw)
+    except ValueError:
+        value = float(raw)
+        if not (math.isfinite(value) and value.is_integer()):
+            raise
+        return int(value)
+
+
+def check_range(value: Any, rng: Range | None, key: str, where: str, raw: str | None = None) -> None:
+    """Refuse a parsed tunable (each element of a tuple) outside its declared range, printing the range."""
+    if rng is None or value is None:
+        return
+    items = value if isinstance(value, tuple) else (value,)
+    for item in items:
+        if isinstance(item, (int, float)) and not isinstance(item, bool) and item not in rng:
+            shown = raw.strip() if raw is not None and len(items) == 1 else fmt_value(item)
+            if len(items) > 1:
+                shown += f" (in {fmt_value(value)})"
+            raise InputError(f"{where}: {key.rpartition('.')[2]} must be {rng.phrase}, got {shown}", field=key)
 
 
 def _instantiate(kind: str, name: str, settings: dict[str, str], used: set[str], seed: int) -> Any:
     entry = _lookup(kind, name)
     hints = typing.get_type_hints(entry.cls)
     kwargs: dict[str, Any] = dict(entry.fixed)
+    given: dict[str, str] = {}  # field -> the key the user set it with
     for f in entry.tunable_fields():
         for candidate in (f"{kind}.{f.name}", f"{name}.{f.name}", f.name):
             if candidate in settings:
                 parse = f.metadata.get("parse")
                 raw = settings[candidate]
-                kwargs[f.name] = parse(raw, candidate) if parse else parse_value(raw, hints.get(f.name, str),
-                                                                                  candidate)
+                rng = range_of(f)
+                try:
+                    value = parse(raw, candidate) if parse else parse_value(raw, hints.get(f.name, str), candidate)
+                except InputError as exc:
+                    if rng is None:
+                        raise
+                    message = str(exc).removeprefix(f"field '{candidate}': ")
+                    raise InputError(f"{message} (allowed: {rng})", field=candidate) from None
+                check_range(value, rng, candidate, f"{kind} '{name}'", raw)
+                kwargs[f.name] = value
+                given[f.name] = candidate
                 used.add(candidate)
                 break
     if entry.takes_seed() and "seed" not in entry.fixed:
@@ -157,8 +217,16 @@ def _instantiate(kind: str, name: str, settings: dict[str, str], used: set[str],
     except InputError:
         raise
     except (TypeError, ValueError) as exc:
-        key = next((k for k in kwargs if k in str(exc)), None)
-        raise InputError(f"{kind} '{name}': {exc}", field=key or kind) from None
+        raise InputError(f"{kind} '{name}': {exc}", field=_blamed(str(exc), given, kwargs) or kind) from None
+
+
+def _blamed(message: str, given: dict[str, str], kwargs: dict[str, Any]) -> str | None:
+    """The key to name for a stage's refusal: a tunable the message mentions, as the user wrote it."""
+    mentioned = [k for k in kwargs if re.search(rf"\b{re.escape(k)}\b", message)]
+    for k in mentioned:
+        if k in given:
+            return given[k]
+    return mentioned[0] if mentioned else None
 
 
 def check_combination(chosen: dict[str, Any], names: dict[str, str], overridden: set[str]) -> None:
@@ -216,13 +284,15 @@ def scheduler_tunables(policy: str) -> dict[str, Any]:
 
 
 def describe_scheduler(policy: str) -> dict[str, Any]:
-    """A preset as plain data: description, round length, per stage its name, what it does and its tunables
-    with defaults, and all tunables flat as ``kind.key`` (what ``dlsched policies --format json`` prints)."""
+    """A preset as plain data: description, round length, per stage its name, what it does, its tunables
+    with defaults and the allowed ranges of numeric ones, and all tunables flat as ``kind.key`` (what
+    ``dlsched policies --format json`` prints)."""
     entry = SCHEDULERS[policy]
     stages = {}
     for kind in STAGE_KINDS:
         name = entry.stage(kind)
         se = _lookup(kind, name)
-        stages[kind] = {"name": name, "description": se.description, "tunables": se.tunables()}
+        stages[kind] = {"name": name, "description": se.description, "tunables": se.tunables(),
+                        "ranges": se.ranges()}
     return {"name": policy, "description": entry.description, "round_s": entry.round_s, "stages": stages,
             "tunables": scheduler_tunables(policy)}

@@ -6,8 +6,9 @@ objects it builds. The model is plain data so ``--out`` can save it (resolved: e
 ``config.json`` and ``--config`` can replay it.
 
 Every field is checked for what it means (a round of 0 s or of a week is a typo, a seed is a non-negative
-integer, ...), and a bad value becomes an :class:`~dlsched.core.InputError` naming the field, which the CLI
-prints as one ``error:`` line.
+integer, ...), and a bad value becomes an :class:`~dlsched.core.InputError` naming the field and its allowed
+range, which the CLI prints as one ``error:`` line. Numbers are never taken from ``true``/``false`` (a JSON
+config that says ``"stall_rounds": true`` is a mistake, not 1). The ranges are listed in docs/simulator.md.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
+import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from dlsched.core import InputError
+from dlsched.core.ranges import DAY_S, YEAR_S, Range
 from dlsched.world.base import WorldConfig
 
 DEFAULT_CLUSTER = "sia-hetero-64"
@@ -33,12 +36,19 @@ STAGES: tuple[str, ...] = ("admission", "ordering", "allocation", "placement", "
 ENGINE_KEYS: tuple[str, ...] = ("max_time_s", "stall_rounds")
 #: Keys ``config.json`` records for people that a replay does not read back.
 RECORD_ONLY_KEYS: tuple[str, ...] = ("dlsched_version", "scheduler")
-_DAY_S = 86400.0
+_DAY_S = DAY_S
+#: Longest simulated time a run may be asked to stop at: a trace spans at most a year, and its last jobs
+#: may run long after it.
+MAX_TIME_LIMIT_S = 10 * YEAR_S
+#: Seeds are 64-bit; job limits beyond a million are typos (no trace dlsched reads is that long).
+MAX_SEED = 2**63 - 1
+MAX_JOBS = 1_000_000
 
 #: Range checks for world options by meaning; their types come from WorldConfig itself, so options added to
 #: WorldConfig are accepted (and typed) without touching this module.
 _WORLD_LIMITS: dict[str, dict[str, float]] = {
-    "locality_penalty": {"ge": 1.0},  # a multiplier on iteration time: spanning nodes never speeds a job up
+    # a multiplier on iteration time: spanning nodes never speeds a job up, and 100x is already absurd
+    "locality_penalty": {"ge": 1.0, "le": 100.0},
     "restart_delay_scale": {"ge": 0.0, "le": 1000.0},
     "default_restart_delay_s": {"ge": 0.0, "le": _DAY_S},
     "profile_batches": {"ge": 1, "le": 1000},
@@ -77,9 +87,9 @@ class RunConfig(BaseModel):
     trace: str = Field(DEFAULT_TRACE, min_length=1)
     #: Seed of a generated trace that names none itself (None: the generator's own, 1) and of TunedJobs
     #: (``@tuned``; None: 0). The resolved config writes the seed into the trace spec and records this one.
-    trace_seed: int | None = Field(None, ge=0)
+    trace_seed: int | None = Field(None, ge=0, le=MAX_SEED)
     #: Use only the first N jobs of the trace (by submission time).
-    jobs: int | None = Field(None, ge=1)
+    jobs: int | None = Field(None, ge=1, le=MAX_JOBS)
     #: Jobs added in front of the trace, as rows of the canonical job table (docs/trace-format.md).
     extra_jobs: tuple[dict[str, str | int | float | None], ...] = ()
     #: ``[first, last)`` jobs by submission order that the summary covers (leave out warm-up, cool-down).
@@ -99,13 +109,13 @@ class RunConfig(BaseModel):
     #: Options of the simulated truth (the fields of WorldConfig).
     world: WorldOptions = Field(default_factory=WorldOptions)  # type: ignore[valid-type]
     #: Seed of the scheduler's and the engine's random choices.
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, le=MAX_SEED)
     #: Seed of the world's draws (per-GPU variability); None follows ``seed``.
-    world_seed: int | None = Field(None, ge=0)
+    world_seed: int | None = Field(None, ge=0, le=MAX_SEED)
     #: Scheduling round length, seconds; None uses the scheduler preset's own (60 s; 360 s for Gavel, PAL).
     round_s: float | None = Field(None, ge=1.0, le=_DAY_S)
     #: Stop at this simulated time even if jobs remain (they are reported unfinished).
-    max_time_s: float | None = Field(None, gt=0.0)
+    max_time_s: float | None = Field(None, gt=0.0, le=MAX_TIME_LIMIT_S)
     #: Stop after this many rounds in which no job could run and none is still to arrive.
     stall_rounds: int = Field(200, ge=1, le=10_000_000)
     #: Measured-data directory; None uses $DLSCHED_DATA, else ../shared/data (recorded resolved).
@@ -127,6 +137,14 @@ class RunConfig(BaseModel):
                 raise
             message = str(exc).removeprefix(f"field '{exc.field}': ")
             raise InputError(message, source=source, field=exc.field) from None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_flags_as_numbers(cls, value: Any, info: Any) -> Any:
+        """``true`` is not 1: a boolean where a number belongs is refused, not converted."""
+        if isinstance(value, bool) and info.field_name in _NUMERIC_FIELDS:
+            raise ValueError(f"expected a number, got {str(value).lower()}")
+        return value
 
     @field_validator("settings", mode="before")
     @classmethod
@@ -162,8 +180,38 @@ class RunConfig(BaseModel):
         return WorldConfig(**self.world.model_dump())
 
 
+_NUMERIC_FIELDS = frozenset({"cluster_scale", "trace_seed", "jobs", "seed", "world_seed", "round_s", "max_time_s",
+                             "stall_rounds"})
+#: pydantic error types that a value outside, or not of, a numeric field's type raises.
+_RANGE_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number",
+                           "int_parsing", "int_from_float", "float_parsing", "int_type", "float_type",
+                           "value_error"})
+
+
+def field_range(loc: list[str]) -> Range | None:
+    """The allowed range of a numeric field (``round_s``, ``world.locality_penalty``) from its declaration."""
+    model: type[BaseModel] = RunConfig
+    if len(loc) == 2 and loc[0] == "world":
+        model, loc = WorldOptions, loc[1:]
+    if len(loc) != 1 or loc[0] not in model.model_fields:
+        return None
+    lo = hi = None
+    lo_open = hi_open = False
+    for m in model.model_fields[loc[0]].metadata:
+        if isinstance(m, annotated_types.Ge):
+            lo = m.ge  # type: ignore[assignment]
+        elif isinstance(m, annotated_types.Gt):
+            lo, lo_open = m.gt, True  # type: ignore[assignment]
+        elif isinstance(m, annotated_types.Le):
+            hi = m.le  # type: ignore[assignment]
+        elif isinstance(m, annotated_types.Lt):
+            hi, hi_open = m.lt, True  # type: ignore[assignment]
+    return None if lo is None and hi is None else Range(lo, hi, lo_open, hi_open)
+
+
 def input_error(exc: ValidationError, source: str | None = None) -> InputError:
-    """The first problem pydantic found, as one line naming the field (``world.locality_penalty``)."""
+    """The first problem pydantic found, as one line naming the field (``world.locality_penalty``) and, for
+    a number, the range it must lie in."""
     err = exc.errors()[0]
     loc = [str(p) for p in err["loc"]]
     field = ".".join(loc) or None
@@ -175,7 +223,16 @@ def input_error(exc: ValidationError, source: str | None = None) -> InputError:
     message = err["msg"].removeprefix("Value error, ")
     if "input" in err and err["type"] not in ("missing", "value_error"):
         message += f", got {err['input']!r}"
+    rng = field_range(loc) if err["type"] in _RANGE_ERRORS else None
+    if rng is not None:
+        message += f" (allowed: {'a whole number ' + rng.phrase if _is_int_field(loc) else rng})"
     return InputError(message, source=source, field=field)
+
+
+def _is_int_field(loc: list[str]) -> bool:
+    model: type[BaseModel] = WorldOptions if len(loc) == 2 and loc[0] == "world" else RunConfig
+    info = model.model_fields.get(loc[-1])
+    return info is not None and "int" in str(info.annotation) and "float" not in str(info.annotation)
 
 
 def route_settings(settings: Mapping[str, str]) -> dict[str, Any]:

@@ -7,6 +7,11 @@ engine jumps to the round of the next arrival.
 
 The engine is the only part that reads the world. A scheduler receives a :class:`ClusterView` with the
 facts a real cluster would give it, and the observations running jobs report.
+
+Inputs are range-checked before a run starts (the RunConfig, the trace, the cluster file); as a second line
+of defence the engine itself refuses to loop forever: simulated time must move forward every step, and a
+job that holds GPUs without making progress (its rate zero or not finite) for ``stall_rounds`` rounds in a
+row stops the run with :class:`SimulationStuck`, which the CLI prints as one ``error:`` line.
 """
 
 from __future__ import annotations
@@ -41,6 +46,14 @@ from dlsched.world.base import AdaptiveJobPhysics, JobPhysics, Rate, World
 log = logging.getLogger("dlsched.sim")
 
 
+class SimulationStuck(InputError):
+    """Simulated time cannot advance, or a job holding GPUs can never progress: the run cannot finish.
+
+    An :class:`InputError` because only inputs (a job the world cannot run at the given request, a round
+    length the clock cannot add) get a run here; the message names the job or value to change.
+    """
+
+
 @dataclass(frozen=True)
 class SimConfig:
     """Engine settings for one run."""
@@ -67,6 +80,8 @@ class _JobState:
     batch_limits: tuple[int, int] | None = None
     config: Configuration | None = None
     config_key: tuple[int, ...] | None = None
+    #: Consecutive rounds the job held GPUs at a rate of zero (or not finite): see Engine._check_progress.
+    stuck_rounds: int = 0
 
 
 @dataclass
@@ -79,8 +94,10 @@ class SimulationResult:
     end_time_s: float
 
 
-def validate_jobs(specs: Sequence[JobSpec], cluster: Cluster, world: World, *, rigid: bool) -> list[JobPhysics]:
-    """Reject jobs the cluster can never run, naming the job's input line."""
+def validate_jobs(specs: Sequence[JobSpec], cluster: Cluster, world: World, *, rigid: bool,
+                  fit: bool = True) -> list[JobPhysics]:
+    """Reject jobs the world cannot play (unknown model, impossible work) or, with ``fit``, the cluster can
+    never run, naming the job's input line."""
     seen: set[str] = set()
     out: list[JobPhysics] = []
     for spec in specs:
@@ -91,17 +108,41 @@ def validate_jobs(specs: Sequence[JobSpec], cluster: Cluster, world: World, *, r
         if not math.isfinite(spec.submit_time_s) or spec.submit_time_s < 0:
             raise InputError(f"submit time {spec.submit_time_s} is negative or not finite", source=where,
                              field="submit_time_s")
-        pools = {t: n for t, n in cluster.gpus_per_type.items() if spec.allows_gpu_type(t)}
-        if not pools:
-            raise InputError(f"job '{spec.job_id}' accepts GPU types {list(spec.gpu_types)}, none of which the "
-                             f"cluster '{cluster.name}' has", source=where, field="gpu_types")
-        need = spec.num_gpus if (rigid or spec.adaptivity is Adaptivity.RIGID) else spec.lower_gpus
-        if need > max(pools.values()):
-            kind = "rigid job" if spec.adaptivity is Adaptivity.RIGID else "job (under a rigid policy)"
-            raise InputError(f"{kind} '{spec.job_id}' needs {need} GPUs of one type but cluster '{cluster.name}' "
-                             f"has at most {max(pools.values())}", source=where, field="num_gpus")
-        out.append(world.physics(spec))
+        if fit:
+            _check_fit(spec, cluster, where, rigid=rigid)
+        phys = world.physics(spec)
+        _check_work(spec, phys, world, where)
+        out.append(phys)
     return out
+
+
+def _check_fit(spec: JobSpec, cluster: Cluster, where: str, *, rigid: bool) -> None:
+    """Refuse a job no allocation on ``cluster`` can ever satisfy (its GPU types, its smallest gang)."""
+    pools = {t: n for t, n in cluster.gpus_per_type.items() if spec.allows_gpu_type(t)}
+    if not pools:
+        raise InputError(f"job '{spec.job_id}' accepts GPU types {list(spec.gpu_types)}, none of which the "
+                         f"cluster '{cluster.name}' has", source=where, field="gpu_types")
+    need = spec.num_gpus if (rigid or spec.adaptivity is Adaptivity.RIGID) else spec.lower_gpus
+    if need > max(pools.values()):
+        kind = "rigid job" if spec.adaptivity is Adaptivity.RIGID else "job (under a rigid policy)"
+        raise InputError(f"{kind} '{spec.job_id}' needs {need} GPUs of one type but cluster '{cluster.name}' "
+                         f"has at most {max(pools.values())}", source=where, field="num_gpus")
+
+
+def _check_work(spec: JobSpec, phys: JobPhysics, world: World, where: str) -> None:
+    """Refuse requests the world knows cannot run: a batch beyond the model's largest, a run of over a year."""
+    from dlsched.core.ranges import YEAR_S, fmt_value
+
+    if isinstance(phys, AdaptiveJobPhysics) and spec.batch_size is not None:
+        largest = world.efficiency.max_batch_size(spec.model)
+        if spec.batch_size > largest:
+            raise InputError(f"batch size {spec.batch_size} of model '{spec.model}' must be in [1, {largest}] "
+                             f"(the model's largest profiled batch)", source=where, field="batch_size")
+    estimate = phys.estimated_duration_s()
+    if estimate is not None and not (math.isfinite(estimate) and estimate <= YEAR_S):
+        raise InputError(f"the job would run {fmt_value(float(estimate))} s on its request, more than a year "
+                         f"(allowed run times: (0, {fmt_value(YEAR_S)}] s); lower its work", source=where,
+                         field="iterations" if spec.iterations is not None else "duration_s")
 
 
 class Engine:
@@ -166,6 +207,9 @@ class Engine:
         idle_rounds = 0
         round_no = 0
         total_jobs = len(self.pending)
+        if not (math.isfinite(cfg.round_s) and cfg.round_s > 0):
+            raise SimulationStuck(f"round length must be a positive number of seconds, got {cfg.round_s!r}",
+                                  field="round_s")
         while next_pending < len(self.pending) or self.active:
             if cfg.max_time_s is not None and t >= cfg.max_time_s:
                 break
@@ -176,9 +220,15 @@ class Engine:
                 next_pending += 1
             if not self.active:
                 nxt = self.pending[next_pending].job.spec.submit_time_s
-                t = math.ceil(nxt / cfg.round_s) * cfg.round_s
+                before, steps = t, nxt / cfg.round_s
+                t = math.ceil(steps) * cfg.round_s if math.isfinite(steps) else math.inf
                 if t < nxt:  # floating point: the product can land just below the arrival
                     t += cfg.round_s
+                if not (math.isfinite(t) and t > before):
+                    raise SimulationStuck(f"simulated time cannot advance from {before:g} s to the next arrival "
+                                          f"at {nxt:g} s with {cfg.round_s:g} s rounds",
+                                          source=self.pending[next_pending].job.spec.origin,
+                                          field="submit_time_s")
                 continue
             view = self._view(t)
             p0 = time.perf_counter()
@@ -192,8 +242,12 @@ class Engine:
                                     if s.job.placement})
             restarts = self._apply(decision, t)
             t_end = t + cfg.round_s
+            if not t_end > t:
+                raise SimulationStuck(f"simulated time cannot advance past {t:g} s with {cfg.round_s:g} s rounds "
+                                      f"(the sum does not change in floating point)", field="round_s")
             record = self._round_record(round_no, t, policy_s, restarts, decision.profiles)
             self._advance(t, t_end)
+            self._check_progress(cfg.stall_rounds)
             self.rounds.append(record)
             round_no += 1
             if record.running_jobs == 0 and not decision.profiles and next_pending >= len(self.pending):
@@ -297,6 +351,10 @@ class Engine:
             if not j.placement:
                 continue
             rate = self._rate(st)
+            if not (math.isfinite(rate.work_per_s) and rate.work_per_s >= 0):
+                raise SimulationStuck(f"job '{job_id}' has a progress rate of {rate.work_per_s!r} on its GPUs, so "
+                                      f"its end time cannot be computed; check its request and the cluster's "
+                                      f"speed factors", source=j.spec.origin or f"job {job_id}", field="model")
             prog_start = min(max(t, j.restart_until_s), t_end)
             end = t_end
             remaining = st.phys.total_work - j.progress
@@ -327,6 +385,25 @@ class Engine:
                 finished.append(job_id)
         for job_id in finished:
             self.done.append(self.active.pop(job_id))
+
+    def _check_progress(self, limit: int) -> None:
+        """Stop a run in which a job holds GPUs but can never progress, naming the job (the watchdog)."""
+        for st in self.active.values():
+            j = st.job
+            rate = st.rate
+            if not j.placement or rate is None or j.status is JobStatus.RESTARTING:
+                st.stuck_rounds = 0
+                continue
+            if math.isfinite(rate.work_per_s) and rate.work_per_s > 0:
+                st.stuck_rounds = 0
+                continue
+            st.stuck_rounds += 1
+            if st.stuck_rounds >= limit:
+                raise SimulationStuck(
+                    f"job '{j.job_id}' held {len(j.placement)} GPU(s) for {st.stuck_rounds} rounds without "
+                    f"progress (its rate there is {rate.work_per_s!r}: the model cannot run at this request, "
+                    f"e.g. its batch size does not fit the GPUs' memory); change the job's request",
+                    source=j.spec.origin or f"job {j.job_id}", field="batch_size")
 
     def _observe(self, st: _JobState, rate: Rate, t: float) -> None:
         """What the job reports to the scheduler: its step timing and, if adaptive, gradient statistics."""

@@ -16,6 +16,34 @@ import pandas as pd
 from dlsched.core.errors import InputError
 from dlsched.core.gpu import KNOWN_GPU_TYPES
 from dlsched.core.job import Adaptivity
+from dlsched.core.ranges import YEAR_S, Range, fmt_value
+
+#: Most GPUs one job may ask for: the largest cluster a cluster file may describe.
+MAX_JOB_GPUS = 65536
+#: Allowed range of each numeric job field, declared once (docs/trace-format.md lists them).
+JOB_RANGES: dict[str, Range] = {
+    "submit_time_s": Range(0.0, YEAR_S),
+    "duration_s": Range(0.0, YEAR_S, lo_open=True),
+    "iterations": Range(0.0, 1e9, lo_open=True),
+    "deadline_s": Range(0.0, 2 * YEAR_S),
+    "num_gpus": Range(1, MAX_JOB_GPUS),
+    "min_gpus": Range(1, MAX_JOB_GPUS),
+    "max_gpus": Range(1, MAX_JOB_GPUS),
+    "gpu_unit": Range(1, MAX_JOB_GPUS),
+    "batch_size": Range(1, 2**20),
+    "priority": Range(0.0, 1e6, lo_open=True),
+}
+#: Why a range is what it is, appended to the refusal where it helps.
+_WHY = {"submit_time_s": " (a trace spans at most a year)", "duration_s": " (a trace spans at most a year)"}
+
+
+def out_of_range(field: str, value: float | int | None) -> str | None:
+    """The refusal for a value outside its field's range (``must be in [0, 31536000] s ..., got 1e+17``)."""
+    rng = JOB_RANGES[field]
+    if value is None or value in rng:
+        return None
+    return f"must be {rng.phrase}{_WHY.get(field, '')}, got {fmt_value(value)}"
+
 
 #: Separator of the ``gpu_types`` cell (a comma would clash with CSV).
 GPU_TYPES_SEP = ";"
@@ -45,9 +73,11 @@ def parse_float(value: object, field: str, source: str, line: int | None, *, req
     try:
         x = float(value.strip()) if isinstance(value, str) else float(cast(float, value))
     except (TypeError, ValueError):
-        raise InputError(f"not a number: {value!r}", source=source, line=line, field=field) from None
+        allowed = f" (allowed: {JOB_RANGES[field]})" if field in JOB_RANGES else ""
+        raise InputError(f"not a number: {value!r}{allowed}", source=source, line=line, field=field) from None
     if not math.isfinite(x):
-        raise InputError(f"must be finite, got {value!r}", source=source, line=line, field=field)
+        allowed = f" (allowed: {JOB_RANGES[field]})" if field in JOB_RANGES else ""
+        raise InputError(f"must be finite, got {value!r}{allowed}", source=source, line=line, field=field)
     if positive and x <= 0:
         raise InputError(f"must be positive, got {value!r}", source=source, line=line, field=field)
     if minimum is not None and x < minimum:

@@ -259,6 +259,13 @@ def detect_format(path: PathLike) -> str:
     for name, cols in _SIGNATURES:
         if cols <= header:
             return name
+    # A header that has most of one format's columns is that format with columns missing: say which.
+    best, cols = max(_SIGNATURES, key=lambda sig: len(sig[1] & header) / len(sig[1]))
+    if len(cols & header) * 2 >= len(cols):
+        missing = [c for c in sorted(cols) if c not in header]
+        raise InputError(f"missing column(s) {', '.join(missing)}: the header looks like the {best} format, "
+                         f"which needs {', '.join(sorted(cols))} ({FORMATS[best]})", source=source, line=1,
+                         field=missing[0])
     accepted = "; ".join(f"{k}: {v}" for k, v in FORMATS.items())
     raise InputError(f"unrecognised trace header {first[:120]!r}; accepted formats: {accepted}",
                      source=source, line=1)

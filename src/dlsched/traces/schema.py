@@ -90,25 +90,26 @@ def spec_from_record(rec: Mapping[str, object], source: str, line: int) -> JobSp
     def get(name: str) -> object:
         return rec.get(name)
 
-    submit = req_float(get("submit_time_s"), "submit_time_s", source, line, minimum=0.0)
-    num_gpus = req_int(get("num_gpus"), "num_gpus", source, line, minimum=1)
-    min_gpus = parse_int(get("min_gpus"), "min_gpus", source, line, minimum=1)
-    gpu_unit = parse_int(get("gpu_unit"), "gpu_unit", source, line, minimum=1)
-    priority = parse_float(get("priority"), "priority", source, line, positive=True)
+    # Ranges are checked once, on the whole job, by check_spec (with the allowed range in the message).
+    submit = req_float(get("submit_time_s"), "submit_time_s", source, line)
+    num_gpus = req_int(get("num_gpus"), "num_gpus", source, line)
+    min_gpus = parse_int(get("min_gpus"), "min_gpus", source, line)
+    gpu_unit = parse_int(get("gpu_unit"), "gpu_unit", source, line)
+    priority = parse_float(get("priority"), "priority", source, line)
     reference = parse_text(get("reference_gpu"), "reference_gpu", source, line, default="v100")
     spec = JobSpec(
         job_id=req_text(get("job_id"), "job_id", source, line),
         submit_time_s=submit,
         model=req_text(get("model"), "model", source, line),
         num_gpus=num_gpus,
-        batch_size=parse_int(get("batch_size"), "batch_size", source, line, minimum=1),
+        batch_size=parse_int(get("batch_size"), "batch_size", source, line),
         min_gpus=1 if min_gpus is None else min_gpus,
-        max_gpus=parse_int(get("max_gpus"), "max_gpus", source, line, minimum=1),
+        max_gpus=parse_int(get("max_gpus"), "max_gpus", source, line),
         adaptivity=parse_adaptivity(get("adaptivity"), source, line),
         deadline_s=parse_float(get("deadline_s"), "deadline_s", source, line),
         user=parse_text(get("user"), "user", source, line, default="default") or "default",
-        duration_s=parse_float(get("duration_s"), "duration_s", source, line, positive=True),
-        iterations=parse_float(get("iterations"), "iterations", source, line, positive=True),
+        duration_s=parse_float(get("duration_s"), "duration_s", source, line),
+        iterations=parse_float(get("iterations"), "iterations", source, line),
         reference_gpu=(reference or "v100").strip(),
         gpu_types=parse_gpu_types(get("gpu_types"), source, line),
         gpu_unit=1 if gpu_unit is None else gpu_unit,

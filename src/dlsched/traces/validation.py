@@ -1,17 +1,19 @@
 """The rules every job must satisfy, whoever made it: readers check after parsing, writers before writing.
 
 Keeping them in one place means a trace dlsched writes always reads back, and every reader rejects the
-same impossible requests with the same message.
+same impossible requests with the same message. The numeric ranges (:data:`~dlsched.traces.cells.JOB_RANGES`) follow from what a
+trace is: it spans at most a year, so submit times lie in [0, 1 year] and run times in (0, 1 year]; counts
+are bounded by the largest cluster a file may describe. A value outside them would stall the simulator (a
+submit time of 1e17 s is a trillion empty rounds) and is refused with the range in the message.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 
 from dlsched.core.errors import InputError
 from dlsched.core.job import Adaptivity, JobSpec
-from dlsched.traces.cells import GPU_TYPES_SEP, check_gpu_type, parse_text
+from dlsched.traces.cells import GPU_TYPES_SEP, JOB_RANGES, check_gpu_type, out_of_range, parse_text
 
 
 def check_spec(spec: JobSpec, source: str | None = None, line: int | None = None) -> JobSpec:
@@ -35,18 +37,15 @@ def check_spec(spec: JobSpec, source: str | None = None, line: int | None = None
         if not t or GPU_TYPES_SEP in t:
             raise bad(f"invalid GPU type {t!r}", "gpu_types")
         check_gpu_type(t, "gpu_types", src, line)
-    if not (math.isfinite(spec.submit_time_s) and spec.submit_time_s >= 0):
-        raise bad(f"must be a finite time >= 0, got {spec.submit_time_s!r}", "submit_time_s")
-    if spec.num_gpus < 1:
-        raise bad(f"must be >= 1, got {spec.num_gpus}", "num_gpus")
-    if spec.batch_size is not None and spec.batch_size < 1:
-        raise bad(f"must be >= 1, got {spec.batch_size}", "batch_size")
-    if spec.min_gpus < 1:
-        raise bad(f"must be >= 1, got {spec.min_gpus}", "min_gpus")
+    for name in JOB_RANGES:
+        problem = out_of_range(name, getattr(spec, name))
+        if problem is not None:
+            raise bad(problem, name)
+    if spec.duration_s is not None and spec.iterations is not None:
+        raise bad("a job gives either duration_s (run time) or iterations (iteration count), not both; "
+                  "leave one cell empty", "iterations")
     if spec.max_gpus is not None and spec.max_gpus < spec.min_gpus:
         raise bad(f"max_gpus {spec.max_gpus} is below min_gpus {spec.min_gpus}", "max_gpus")
-    if spec.gpu_unit < 1:
-        raise bad(f"must be >= 1, got {spec.gpu_unit}", "gpu_unit")
     if spec.num_gpus % spec.gpu_unit:
         raise bad(f"num_gpus {spec.num_gpus} is not a multiple of gpu_unit {spec.gpu_unit}", "num_gpus")
     if Adaptivity(spec.adaptivity) != Adaptivity.RIGID:
@@ -55,18 +54,10 @@ def check_spec(spec: JobSpec, source: str | None = None, line: int | None = None
             raise bad(f"num_gpus {spec.num_gpus} is below min_gpus {spec.min_gpus}", "num_gpus")
         if spec.max_gpus is not None and spec.num_gpus > spec.max_gpus:
             raise bad(f"num_gpus {spec.num_gpus} is above max_gpus {spec.max_gpus}", "num_gpus")
-    for name in ("duration_s", "iterations"):
-        v = getattr(spec, name)
-        if v is not None and not (math.isfinite(v) and v > 0):
-            raise bad(f"must be positive, got {v!r}", name)
     if spec.deadline_s is not None:
-        if not math.isfinite(spec.deadline_s):
-            raise bad(f"must be finite, got {spec.deadline_s!r}", "deadline_s")
         if spec.deadline_s < spec.submit_time_s:
             raise bad(f"deadline {spec.deadline_s:g} s precedes submission at {spec.submit_time_s:g} s",
                       "deadline_s")
-    if not (math.isfinite(spec.priority) and spec.priority > 0):
-        raise bad(f"must be positive, got {spec.priority!r}", "priority")
     return spec
 
 

@@ -33,6 +33,7 @@ from typing import ClassVar
 import numpy as np
 
 from dlsched.core import Adaptivity, ClusterView, JobView
+from dlsched.core.ranges import DAY_S, ranged
 from dlsched.estimators.base import GoodputEstimator
 from dlsched.policies.gavel.lp import LP_METHODS, OBJECTIVES, normalized, solve_allocation
 from dlsched.policies.stages import AllocationStage, AllocationTraits, Demand, Plan, ProfileRequest
@@ -66,7 +67,7 @@ class GavelAllocation(AllocationStage):
     #: The policy: max-sum-throughput, finish-time-fairness or max-min.
     objective: str = "max-sum-throughput"
     #: Round (lease) length in seconds; leases are kept this long even if the engine's round is shorter.
-    lease_s: float = 360.0
+    lease_s: float = ranged(360.0, 1.0, DAY_S)
     #: Profile new jobs on one GPU of each type before scheduling them (throughputs must be known).
     profile: bool = True
     #: LP algorithm: ``ipm`` behaves like Gavel's interior-point solver, ``simplex`` returns a vertex.
@@ -77,11 +78,9 @@ class GavelAllocation(AllocationStage):
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
-            raise ValueError(f"unknown Gavel objective '{self.objective}' (one of: {', '.join(OBJECTIVES)})")
-        if not (math.isfinite(self.lease_s) and self.lease_s > 0):
-            raise ValueError(f"lease_s must be a positive number of seconds, got {self.lease_s}")
+            raise ValueError(f"unknown objective '{self.objective}' (one of: {', '.join(OBJECTIVES)})")
         if self.lp_method not in LP_METHODS:
-            raise ValueError(f"unknown LP method '{self.lp_method}' (one of: {', '.join(LP_METHODS)})")
+            raise ValueError(f"unknown lp_method '{self.lp_method}' (one of: {', '.join(LP_METHODS)})")
         from dlsched.estimators.goodput import LearnedGoodputEstimator
 
         self.estimator: GoodputEstimator = LearnedGoodputEstimator(mode="bootstrap" if self.profile else "none",

@@ -30,6 +30,7 @@ import numpy as np
 
 from dlsched.core import ClusterView, Decision, Placement
 from dlsched.core.decision import Allocation
+from dlsched.core.ranges import ranged
 from dlsched.estimators.classifier import DEFAULT_CLASS, class_rank
 from dlsched.estimators.kmeans_1d import K_MAX, K_MIN
 from dlsched.estimators.locality import LocalityPenalties, LvMatrix, default_rack_penalty, lv_matrix
@@ -54,9 +55,11 @@ class PmFirstPlacement(PlacementStage):
     scores, PAL's "fine-grained" variant).
     """
 
-    k_min: int = K_MIN
-    k_max: int = K_MAX
-    outlier_sigma: float = OUTLIER_SIGMA
+    #: K-Means sweeps K over [k_min, k_max] (k_min <= k_max; binned=False turns binning off).
+    k_min: int = ranged(K_MIN, 2, 64)
+    k_max: int = ranged(K_MAX, 2, 64)
+    #: Scores further than this many standard deviations from the mean keep their own bin (0: no outliers).
+    outlier_sigma: float = ranged(OUTLIER_SIGMA, 0.0, 100.0)
     binned: bool = True
     #: Keep a running job on its GPUs when its demand is unchanged (PAL's placements are non-sticky; this
     #: serves allocations that resize jobs, such as Sia's, which would otherwise restart every round).
@@ -65,6 +68,11 @@ class PmFirstPlacement(PlacementStage):
     _layout: tuple | None = field(default=None, init=False, repr=False)
     #: Counts of placements per locality level in the last round (for tests and reports).
     last_levels: dict[str, int] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.k_min > self.k_max:
+            raise ValueError(f"k_min ({self.k_min}) must not exceed k_max ({self.k_max}): K-Means sweeps "
+                             f"K over [k_min, k_max]")
 
     # -- shared driver --------------------------------------------------------------------------------
     def _pools(self, view: ClusterView) -> dict[str, Pool]:
@@ -182,8 +190,9 @@ class PalPlacement(PmFirstPlacement):
     whose file names racks (default halfway between 1 and ``l_across``).
     """
 
-    l_across: float | None = None
-    l_rack: float | None = None
+    #: Multipliers on iteration time (spanning nodes never speeds a job up, hence >= 1).
+    l_across: float | None = ranged(None, 1.0, 100.0)
+    l_rack: float | None = ranged(None, 1.0, 100.0)
     name: str = "pal"
     _penalties: LocalityPenalties | None = field(default=None, init=False, repr=False)
 

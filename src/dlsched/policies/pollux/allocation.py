@@ -27,6 +27,7 @@ from typing import ClassVar
 import numpy as np
 
 from dlsched.core import Cluster, ClusterView, JobView
+from dlsched.core.ranges import DAY_S, ranged
 from dlsched.estimators.base import GoodputEstimator
 from dlsched.policies.pollux.genetic import STATE_DTYPE, AllocationProblem
 from dlsched.policies.pollux.speedup import VirtualCluster, fix_mixed_types, speedup_table, trim_counts
@@ -44,15 +45,16 @@ class PolluxAllocation(AllocationStage):
     """
 
     #: Power-mean exponent of the fitness (fairness knob; more negative is fairer).
-    p: float = -1.0
+    p: float = ranged(-1.0, -100.0, 100.0)
     #: Restart penalty: a moved job's speedup is scaled by max(age - restarts*d, 0) / (age + d), d in seconds.
-    restart_delay_s: float = 30.0
-    #: Genetic search size.
-    population: int = 100
-    generations: int = 100
+    restart_delay_s: float = ranged(30.0, 0.0, DAY_S)
+    #: Genetic search size (both bound one round's work: the search runs population x generations steps).
+    population: int = ranged(100, 2, 1000)
+    generations: int = ranged(100, 0, 1000)
     #: Largest GPU count for one job, and most (virtual) nodes one job may span (Sia's Pollux: 64, 16).
-    max_replicas: int = 64
-    max_nodes: int = 16
+    #: The search keeps counts in 16-bit integers, hence the upper bounds.
+    max_replicas: int = ranged(64, 1, 4096)
+    max_nodes: int = ranged(16, 1, 1024)
     #: A job may grow to at most twice the largest GPU count it has run on (Pollux's exploration limit).
     explore: bool = True
     #: Speedups relative to the goodput on a fair share of the cluster ("fair", Pollux) or on one GPU.
@@ -64,16 +66,8 @@ class PolluxAllocation(AllocationStage):
                                                           names_gpu_type=True)
 
     def __post_init__(self) -> None:
-        if self.population < 2:
-            raise ValueError(f"population must be at least 2, got {self.population}")
-        if self.generations < 0:
-            raise ValueError(f"generations must be >= 0, got {self.generations}")
-        if self.max_replicas < 1 or self.max_nodes < 1:
-            raise ValueError("max_replicas and max_nodes must be at least 1")
-        if self.restart_delay_s < 0:
-            raise ValueError(f"restart_delay_s must be >= 0, got {self.restart_delay_s}")
-        if not math.isfinite(self.p) or self.p == 0:
-            raise ValueError(f"p must be a non-zero number, got {self.p}")
+        if self.p == 0:
+            raise ValueError(f"p must be non-zero (a power mean with p = 0 is undefined), got {self.p}")
         if self.speedup_base not in SPEEDUP_BASES:
             raise ValueError(f"speedup_base must be 'fair' or 'one-gpu', got '{self.speedup_base}'")
         from dlsched.estimators.goodput import LearnedGoodputEstimator

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from dlsched.core import Adaptivity, Cluster, ClusterView, InputError, JobStatus, JobView
+from dlsched.core.ranges import DAY_S, ranged
 from dlsched.estimators.base import GoodputEstimator
 from dlsched.policies.sia.accounting import RESTART_PENALTY_S, TimeShare, restart_factor
 from dlsched.policies.sia.configs import ConfigSet, build_config_set, current_config, reserved_gpus
@@ -72,8 +73,8 @@ def parse_tau(raw: str, key: str) -> float | None:
 
 def parse_reservation(item: str) -> tuple[str, int]:
     gtype, sep, count = item.partition(":")
-    if not sep or not count.strip().isdigit():
-        raise ValueError(f"reservation must look like 'type:count', got '{item}'")
+    if not sep or not count.strip().isdigit() or int(count) < 1:
+        raise ValueError(f"reserve: each item must look like 'type:count' with count >= 1 (v100:8), got '{item}'")
     return gtype.strip(), int(count)
 
 
@@ -87,22 +88,22 @@ class SiaAllocation(AllocationStage):
     """
 
     #: Fairness exponent on normalised goodput; p < 0 minimises (section 3.3.4, default -0.5).
-    p: float = -0.5
+    p: float = ranged(-0.5, -100.0, 100.0)
     #: Penalty for leaving a job without GPUs (default 1.1).
-    lambda_: float = 1.1
+    lambda_: float = ranged(1.1, 0.0, 1000.0)
     #: ``sia`` (eq. 3.3), ``off`` (no discount), or a fixed factor in (0, 1].
     restart_factor: str = "sia"
     #: Restart cost S_i assumed for models the estimator and the per-model table do not know (seconds).
-    restart_penalty_s: float = 30.0
+    restart_penalty_s: float = ranged(30.0, 0.0, DAY_S, lo_open=True)
     #: Window of the time-varying no-allocation penalty (seconds); None disables it (section 3.5.6).
-    tau: float | None = field(default=None, metadata={"parse": parse_tau})
+    tau: float | None = ranged(None, 1.0, DAY_S, parse=parse_tau)
     #: How new jobs' throughput is learned: ``bootstrap`` (profile one min config per type), ``oracle``
     #: (the simulator's truth; comparison runs only) or ``none`` (learn as you go).
     profiling: str = "bootstrap"
     #: ``milp`` (exact), ``lp-round`` (interior-point relaxation + rounding), ``incremental`` (warm-started
     #: simplex on an edited model + rounding) or ``auto`` (MILP up to ``milp_max_options`` options).
     solver: str = "auto"
-    milp_max_options: int = 2500
+    milp_max_options: int = ranged(2500, 0, 1_000_000)
     #: Limit GPU-count growth to 2x per round (jobs start from their minimum).
     max_doubling: bool = True
     #: Keep the configuration of jobs in the middle of a checkpoint-restore (as Sia's artifact does).
@@ -112,9 +113,9 @@ class SiaAllocation(AllocationStage):
     #: Reserved GPUs per type, ``type:count`` (taken out of Sia's hands, whole nodes from the end).
     reserve: tuple[str, ...] = ()
     #: Largest share of a GPU type's GPUs that profiling may take in one round.
-    max_profile_share: float = 0.25
+    max_profile_share: float = ranged(0.25, 0.0, 1.0, lo_open=True)
     #: MILP time limit per round (seconds); past it the incumbent (or the rounded relaxation) is used.
-    time_limit_s: float = 10.0
+    time_limit_s: float = ranged(10.0, 0.0, 3600.0, lo_open=True)
     name: str = "sia"
 
     traits: ClassVar[AllocationTraits] = AllocationTraits(uses_order=False, names_gpu_type=True)
@@ -135,20 +136,12 @@ class SiaAllocation(AllocationStage):
         self._non_preemptible = set(self.non_preemptible)
 
     def _validate(self) -> None:
-        if self.p == 0 or not math.isfinite(self.p):
-            raise ValueError(f"p must be a non-zero number, got {self.p}")
-        if self.lambda_ < 0:
-            raise ValueError(f"lambda_ must be >= 0, got {self.lambda_}")
+        if self.p == 0:
+            raise ValueError(f"p must be non-zero (a power mean with p = 0 is undefined), got {self.p}")
         if self.profiling not in PROFILING_MODES:
             raise ValueError(f"profiling must be one of {', '.join(PROFILING_MODES)}, got '{self.profiling}'")
         if self.solver not in SOLVERS:
             raise ValueError(f"solver must be one of {', '.join(SOLVERS)}, got '{self.solver}'")
-        if self.tau is not None and self.tau <= 0:
-            raise ValueError(f"tau must be positive (or off), got {self.tau}")
-        if self.restart_penalty_s <= 0:
-            raise ValueError(f"restart_penalty_s must be positive, got {self.restart_penalty_s}")
-        if self.milp_max_options < 0 or self.time_limit_s <= 0:
-            raise ValueError("milp_max_options must be >= 0 and time_limit_s positive")
         rf = str(self.restart_factor).strip().lower()
         rf = {"on": "sia", "true": "sia", "eq3.3": "sia", "formula": "sia",
               "none": "off", "false": "off", "0": "off", "no": "off"}.get(rf, rf)
@@ -160,8 +153,6 @@ class SiaAllocation(AllocationStage):
             if not 0 < v <= 1:
                 raise ValueError(f"restart_factor must be in (0, 1], got {v}")
         self.restart_factor = rf
-        if not 0 < self.max_profile_share <= 1:
-            raise ValueError(f"max_profile_share must be in (0, 1], got {self.max_profile_share}")
         for item in self.reserve:
             parse_reservation(item)
 
