@@ -75,7 +75,7 @@ def _world_options_model() -> type[BaseModel]:
 
 if typing.TYPE_CHECKING:
     class WorldOptions(BaseModel):
-        """Built at import from WorldConfig's fields; to a type checker, a model with unknown fields."""
+        """Built at import from WorldConfig's fields, which a type checker cannot see."""
 
 else:
     #: The fields of :class:`~dlsched.world.base.WorldConfig` as a pydantic model (typed, range-checked).
