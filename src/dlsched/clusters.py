@@ -36,18 +36,15 @@ GROUP_RANGES: dict[str, Range] = {
 MAX_CLUSTER_GPUS = 65536
 
 
-def _bounds(name: str) -> dict[str, float | None]:
-    r = GROUP_RANGES[name]
-    return {"ge": r.lo, "le": r.hi}
-
-
 class NodeGroup(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     gpu_type: str = Field(strict=True)
-    count: int = Field(strict=True, **_bounds("count"))
-    gpus_per_node: int = Field(strict=True, **_bounds("gpus_per_node"))
-    speed_factor: float = Field(default=1.0, strict=True, **_bounds("speed_factor"))
+    count: int = Field(strict=True, ge=GROUP_RANGES["count"].lo, le=GROUP_RANGES["count"].hi)
+    gpus_per_node: int = Field(strict=True, ge=GROUP_RANGES["gpus_per_node"].lo,
+                               le=GROUP_RANGES["gpus_per_node"].hi)
+    speed_factor: float = Field(default=1.0, strict=True, ge=GROUP_RANGES["speed_factor"].lo,
+                                le=GROUP_RANGES["speed_factor"].hi)
     rack: str | None = Field(default=None, strict=True)
 
     @field_validator("speed_factor", mode="before")

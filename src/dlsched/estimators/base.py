@@ -27,12 +27,22 @@ class GoodputEstimate:
 
 
 class GoodputTableLike(Protocol):
-    """Per-shape answers aligned with the queried shapes (see ``estimators.goodput.GoodputTable``)."""
+    """Per-shape answers aligned with the queried shapes (see ``estimators.goodput.GoodputTable``).
 
-    goodput: np.ndarray
-    batch_size: np.ndarray
-    throughput_sps: np.ndarray
-    efficiency: np.ndarray
+    Read-only, so frozen dataclasses satisfy it.
+    """
+
+    @property
+    def goodput(self) -> np.ndarray: ...
+
+    @property
+    def batch_size(self) -> np.ndarray: ...
+
+    @property
+    def throughput_sps(self) -> np.ndarray: ...
+
+    @property
+    def efficiency(self) -> np.ndarray: ...
 
 
 class GoodputEstimator(Protocol):

@@ -204,7 +204,9 @@ class LearnedGoodputEstimator:
 
     def goodput_many(self, job: JobView, gpu_type: str, shapes: np.ndarray) -> np.ndarray:
         """Goodput for each ``(num_nodes, num_gpus)`` row of ``shapes``; 0 where the job cannot run."""
-        return self._entry(job, gpu_type, shapes).goodput.copy()
+        goodput = self._entry(job, gpu_type, shapes).goodput
+        assert goodput is not None  # _entry computes the goodput part
+        return goodput.copy()
 
     def evaluate_many(self, job: JobView, gpu_type: str, shapes: np.ndarray) -> GoodputTable:
         """Like :meth:`goodput_many`, with the batch size, throughput and efficiency behind each goodput.
@@ -213,13 +215,15 @@ class LearnedGoodputEstimator:
         """
         e = self._entry(job, gpu_type, shapes)
         if e.table is None:
-            ok = e.goodput > 0
+            goodput, flat, eff = e.goodput, e.flat, e.eff
+            assert goodput is not None and flat is not None and eff is not None  # _entry computes them
+            ok = goodput > 0
 
             def sel(a: np.ndarray) -> np.ndarray:
-                return np.where(ok, a.ravel()[e.flat], 0.0)
+                return np.where(ok, a.ravel()[flat], 0.0)
 
-            e.table = GoodputTable(goodput=e.goodput, batch_size=sel(e.batches).astype(int),
-                                   throughput_sps=sel(e.throughput), efficiency=sel(e.eff),
+            e.table = GoodputTable(goodput=goodput, batch_size=sel(e.batches).astype(int),
+                                   throughput_sps=sel(e.throughput), efficiency=sel(eff),
                                    local_bsz=sel(e.local).astype(int), accum_steps=sel(e.accum).astype(int))
         return e.table
 

@@ -132,19 +132,21 @@ class JobState:
             if o.local_bsz > self.max_local.get(o.gpu_type, 0):
                 self.max_local[o.gpu_type] = int(o.local_bsz)
                 self.bump()
-        key = o.gpu_type if hetero_aware else POOLED
-        m = self.models.get(key)
+        model_key = o.gpu_type if hetero_aware else POOLED
+        m = self.models.get(model_key)
         if m is None:
-            m = self.models[key] = FittedModel(ObservationSet(stages=self.stages))
+            m = self.models[model_key] = FittedModel(ObservationSet(stages=self.stages))
         before = m.obs.structure()
-        key = m.obs.add(o.num_nodes, o.num_gpus, o.local_bsz, o.accum_steps, o.step_time_s, o.sync_time_s)
+        config = m.obs.add(o.num_nodes, o.num_gpus, o.local_bsz, o.accum_steps, o.step_time_s, o.sync_time_s)
         if m.dirty:
             return
         if m.params is None or m.obs.structure() != before:
             m.dirty = True
-        elif key in m.fitted:
+        elif config in m.fitted:
             # a configuration already fitted: refit only if what it measures has moved materially
-            m.dirty = abs(m.obs.mean_log_step(key) - m.fitted[key]) > 0.5 * refit_tol
+            mean = m.obs.mean_log_step(config)
+            assert mean is not None  # the observation just added is of this configuration
+            m.dirty = abs(mean - m.fitted[config]) > 0.5 * refit_tol
         else:
             m.dirty = prediction_error(m.params, o.num_nodes, o.num_gpus, o.local_bsz, max(1, o.accum_steps),
                                        o.step_time_s, self.stages) > refit_tol

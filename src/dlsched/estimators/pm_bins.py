@@ -89,6 +89,7 @@ def fit_bins(scores: Sequence[float] | np.ndarray, *, k_min: int = K_MIN, k_max:
     inl = raw[~out_mask]
     values = raw.copy()
     distinct = np.unique(inl)
+    sweep: dict[int, float]
     if len(distinct) <= max(2, k_min) or k_max < k_min:
         # Too few distinct values to cluster, or clustering off (k_max < k_min): each value is its own bin.
         k, sweep, sil = len(distinct), {}, math.nan

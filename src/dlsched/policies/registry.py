@@ -52,7 +52,12 @@ class StageEntry:
         """Tunable name -> default."""
         out = {}
         for f in self.tunable_fields():
-            out[f.name] = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            if f.default is not dataclasses.MISSING:
+                out[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                out[f.name] = f.default_factory()
+            else:
+                raise TypeError(f"tunable '{f.name}' of {self.cls.__name__} has no default")
         return out
 
     def ranges(self) -> dict[str, str]:

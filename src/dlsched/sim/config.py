@@ -18,7 +18,7 @@ import json
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
@@ -60,18 +60,26 @@ def _world_options_model() -> type[BaseModel]:
     hints = typing.get_type_hints(WorldConfig)
     fields: dict[str, Any] = {}
     for f in dataclasses.fields(WorldConfig):
-        annotation = Annotated[hints[f.name], Field(**_WORLD_LIMITS.get(f.name, {}))]
+        limits: dict[str, Any] = _WORLD_LIMITS.get(f.name, {})
         if f.default is not dataclasses.MISSING:
-            fields[f.name] = (annotation, f.default)
+            info = Field(f.default, **limits)
+        elif f.default_factory is not dataclasses.MISSING:
+            info = Field(default_factory=f.default_factory, **limits)
         else:
-            fields[f.name] = (annotation, Field(default_factory=f.default_factory))  # type: ignore[arg-type]
+            info = Field(**limits)  # required, as in WorldConfig
+        fields[f.name] = (hints[f.name], info)
     return create_model("WorldOptions", __config__=ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True),
                         __doc__="Options of the simulated truth: the fields of WorldConfig, typed and checked.",
                         __module__=__name__, **fields)
 
 
-#: The fields of :class:`~dlsched.world.base.WorldConfig` as a pydantic model (typed, range-checked).
-WorldOptions = _world_options_model()
+if typing.TYPE_CHECKING:
+    class WorldOptions(BaseModel):
+        """Built at import from WorldConfig's fields, which a type checker cannot see."""
+
+else:
+    #: The fields of :class:`~dlsched.world.base.WorldConfig` as a pydantic model (typed, range-checked).
+    WorldOptions = _world_options_model()
 
 
 class RunConfig(BaseModel):
@@ -107,7 +115,7 @@ class RunConfig(BaseModel):
     #: Policy tunables, as strings the way ``--set`` gives them (the policy parses and rejects them).
     settings: dict[str, str] = Field(default_factory=dict)
     #: Options of the simulated truth (the fields of WorldConfig).
-    world: WorldOptions = Field(default_factory=WorldOptions)  # type: ignore[valid-type]
+    world: WorldOptions = Field(default_factory=WorldOptions)
     #: Seed of the scheduler's and the engine's random choices.
     seed: int = Field(0, ge=0, le=MAX_SEED)
     #: Seed of the world's draws (per-GPU variability); None follows ``seed``.
@@ -195,17 +203,19 @@ def field_range(loc: list[str]) -> Range | None:
         model, loc = WorldOptions, loc[1:]
     if len(loc) != 1 or loc[0] not in model.model_fields:
         return None
-    lo = hi = None
+    # annotated_types types bounds only as comparable; the numeric fields here declare int or float bounds
+    lo: float | None = None
+    hi: float | None = None
     lo_open = hi_open = False
     for m in model.model_fields[loc[0]].metadata:
         if isinstance(m, annotated_types.Ge):
-            lo = m.ge  # type: ignore[assignment]
+            lo = cast(float, m.ge)
         elif isinstance(m, annotated_types.Gt):
-            lo, lo_open = m.gt, True  # type: ignore[assignment]
+            lo, lo_open = cast(float, m.gt), True
         elif isinstance(m, annotated_types.Le):
-            hi = m.le  # type: ignore[assignment]
+            hi = cast(float, m.le)
         elif isinstance(m, annotated_types.Lt):
-            hi, hi_open = m.lt, True  # type: ignore[assignment]
+            hi, hi_open = cast(float, m.lt), True
     return None if lo is None and hi is None else Range(lo, hi, lo_open, hi_open)
 
 

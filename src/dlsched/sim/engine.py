@@ -408,9 +408,10 @@ class Engine:
     def _observe(self, st: _JobState, rate: Rate, t: float) -> None:
         """What the job reports to the scheduler: its step timing and, if adaptive, gradient statistics."""
         j = st.job
-        if st.config_key != j.placement.gpus:
-            st.config, st.config_key = j.placement.configuration(self.cluster), j.placement.gpus
         cfg = st.config
+        if cfg is None or st.config_key != j.placement.gpus:
+            cfg = j.placement.configuration(self.cluster)
+            st.config, st.config_key = cfg, j.placement.gpus
         st.new_tput.append(ThroughputObservation(
             time_s=t, gpu_type=cfg.gpu_type, num_nodes=cfg.num_nodes, num_gpus=cfg.num_gpus,
             local_bsz=int(rate.local_bsz or 0), accum_steps=rate.accum_steps, step_time_s=rate.step_time_s,

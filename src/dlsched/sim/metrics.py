@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Real
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import pandas as pd
@@ -84,7 +84,7 @@ def _f(x: float | np.floating | None) -> float | None:
     return None if x is None else float(x)
 
 
-def _mean(values: Sequence[float]) -> float | None:
+def _mean(values: Sequence[float] | np.ndarray) -> float | None:
     return float(np.mean(values)) if len(values) else None
 
 
@@ -181,6 +181,12 @@ class ContentionProfile:
         idx = np.clip(np.searchsorted(self.times, t, side="right") - 1, 0, None)
         return self.values[idx]
 
+    @overload
+    def average(self, start_s: float, end_s: float) -> float: ...
+
+    @overload
+    def average(self, start_s: float | np.ndarray, end_s: float | np.ndarray) -> float | np.ndarray: ...
+
     def average(self, start_s: float | np.ndarray, end_s: float | np.ndarray) -> float | np.ndarray:
         """Time-weighted mean of active jobs over ``[start_s, end_s]``, never below 1.
 
@@ -261,13 +267,13 @@ def summarize(jobs: list[JobRecord], rounds: list[RoundRecord], *, num_gpus: int
     """
     n_jobs = len(jobs)
     done = [j for j in jobs if j.finish_s is not None]
-    jcts = np.array([j.finish_s - j.submit_s for j in done], dtype=float)  # type: ignore[operator]
+    jcts = np.array([j.finish_s - j.submit_s for j in jobs if j.finish_s is not None], dtype=float)
 
     makespan: float | None = None
     utilization: float | None = None
     if done:
         first_submit = min(j.submit_s for j in jobs)
-        last_finish = max(j.finish_s for j in done)  # type: ignore[type-var]
+        last_finish = max(j.finish_s for j in jobs if j.finish_s is not None)
         makespan = float(last_finish - first_submit)
         utilization = _utilization(jobs, rounds, num_gpus, first_submit, last_finish)
 
@@ -275,7 +281,7 @@ def summarize(jobs: list[JobRecord], rounds: list[RoundRecord], *, num_gpus: int
     lrs = [j.latency_ratio for j in jobs if j.latency_ratio is not None]
     with_deadline = [j for j in jobs if j.deadline_s is not None]
     met = sum(1 for j in with_deadline
-              if j.finish_s is not None and j.finish_s <= j.deadline_s + _DEADLINE_EPS_S)  # type: ignore[operator]
+              if j.finish_s is not None and j.deadline_s is not None and j.finish_s <= j.deadline_s + _DEADLINE_EPS_S)
     policy = np.array([r.policy_s for r in rounds], dtype=float)
 
     out: dict[str, Any] = {

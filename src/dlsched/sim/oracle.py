@@ -41,7 +41,7 @@ class OracleGoodput:
         self.physics_of = physics_of
         self._progress: dict[str, float] = {}
         #: job id -> (progress bucket, {(gpu_type, num_nodes, num_gpus): Rate})
-        self._cache: dict[str, tuple[int, dict[tuple[str, int, int], Rate]]] = {}
+        self._cache: dict[str, tuple[int, dict[tuple[str, int, int, Adaptivity, int | None], Rate]]] = {}
 
     def update(self, view: ClusterView) -> None:
         """Record each job's reported progress; forget jobs no longer active."""

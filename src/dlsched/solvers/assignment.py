@@ -53,6 +53,13 @@ class AssignmentProblem:
         return len(self.group)
 
     @property
+    def forced_mask(self) -> np.ndarray:
+        """``forced`` as a bool mask over the options (all False when no option is forced)."""
+        if self.forced is None:
+            return np.zeros(self.num_options, dtype=bool)
+        return self.forced
+
+    @property
     def num_resources(self) -> int:
         return len(self.capacity)
 
@@ -69,7 +76,7 @@ class AssignmentProblem:
         A = sp.csc_matrix((data, rows, indptr), shape=(g + self.num_resources, n))
         row_lo = np.full(g + self.num_resources, -INF)
         row_hi = np.concatenate([np.ones(g), self.capacity])
-        col_lo = self.forced.astype(float)
+        col_lo = self.forced_mask.astype(float)
         return SparseProblem(c=self.value.copy(), A=A, row_lo=row_lo, row_hi=row_hi, col_lo=col_lo,
                              col_hi=np.ones(n), integer=np.ones(n, dtype=bool), maximize=True)
 
@@ -86,7 +93,7 @@ class AssignmentProblem:
         picked = choice[choice >= 0]
         if np.any(self.group[picked] != np.nonzero(choice >= 0)[0]):
             return False
-        forced = np.nonzero(self.forced)[0]
+        forced = np.nonzero(self.forced_mask)[0]
         if not np.all(choice[self.group[forced]] == forced):
             return False
         return bool(np.all(self.usage(choice) <= self.capacity + 1e-9))

@@ -105,9 +105,10 @@ class IncrementalAssignment:
             # sizes of kept columns must not change (the key names the option); costs and bounds may
             sel = cols[old]
             self.h.changeColsCost(len(sel), sel, problem.value[old])
-        self.h.changeColsBounds(n, cols, problem.forced.astype(float), np.ones(n))
-        self.h.changeRowsBounds(self.num_resources, np.arange(self.num_resources, dtype=np.int32),
-                                np.full(self.num_resources, -INF), problem.capacity.astype(float))
+        self.h.changeColsBounds(n, cols, problem.forced_mask.astype(float), np.ones(n))
+        self.h.changeRowsBounds(  # type: ignore[attr-defined]  # exists on Highs, missing from highspy's stubs
+            self.num_resources, np.arange(self.num_resources, dtype=np.int32),
+            np.full(self.num_resources, -INF), problem.capacity.astype(float))
         build_s = time.perf_counter() - t0
         t1 = time.perf_counter()
         self.h.run()

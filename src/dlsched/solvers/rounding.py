@@ -39,7 +39,7 @@ def round_relaxation(problem: AssignmentProblem, x: np.ndarray, *, exact_groups:
         left[r] -= size[o]
         return True
 
-    for o in np.nonzero(problem.forced)[0].tolist():
+    for o in np.nonzero(problem.forced_mask)[0].tolist():
         choice[grp[o]] = o
         left[res[o]] -= size[o]
     order = np.lexsort((-x, grp))

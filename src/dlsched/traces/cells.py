@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import cast
+from typing import Any, cast
 
 import pandas as pd
 
@@ -58,7 +58,8 @@ def is_missing(value: object) -> bool:
     if isinstance(value, str):
         return value.strip() == ""
     try:
-        return bool(pd.isna(value))
+        # pandas-stubs type isna per input kind; any cell value may come here, so it goes in as Any
+        return bool(pd.isna(cast(Any, value)))
     except (TypeError, ValueError):
         return False
 

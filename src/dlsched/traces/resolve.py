@@ -104,6 +104,7 @@ def _parse_synthetic(args: str, spec: str) -> list[JobSpec]:
     numeric = {"rate": float, "hours": float, "ncf_share": float, "seed": int, "jobs": int, "max_gpus": int}
     kwargs = parse_trace_options(args, spec, _SYNTHETIC_KEYS, numeric)
     rename = {"jobs": "num_jobs", "max_gpus": "max_request_gpus"}
+    # each value already has its key's type (``numeric``); the dict as a whole can only say object
     return synthetic(**{rename.get(k, k): v for k, v in kwargs.items()})  # type: ignore[arg-type]
 
 

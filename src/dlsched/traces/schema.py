@@ -52,6 +52,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 
@@ -180,8 +181,9 @@ def from_frame(df: pd.DataFrame, source: str, *, first_line: int = 2) -> list[Jo
     cols = _check_columns(df.columns, source)
     frame = df.copy()
     frame.columns = cols
-    specs = [spec_from_record(rec, source, first_line + i)
-             for i, rec in enumerate(frame.to_dict(orient="records"))]
+    # the columns were just set to the (str) names in ``cols``; pandas-stubs types record keys as Hashable
+    records = cast(list[dict[str, object]], frame.to_dict(orient="records"))
+    specs = [spec_from_record(rec, source, first_line + i) for i, rec in enumerate(records)]
     return finish_specs(specs, source)
 
 

@@ -35,7 +35,7 @@ def trace_stats(specs: Sequence[JobSpec]) -> dict[str, object]:
     times = np.array([s.submit_time_s for s in specs], dtype=float)
     first = float(times.min()) if n else None
     last = float(times.max()) if n else None
-    span_h = (last - first) / 3600.0 if n else 0.0
+    span_h = (last - first) / 3600.0 if first is not None and last is not None else 0.0
     rate = (n - 1) / span_h if n >= 2 and span_h > 0 else None
     gpus = Counter(s.num_gpus for s in specs)
     durations = [(s.duration_s, s.num_gpus) for s in specs if s.duration_s is not None]

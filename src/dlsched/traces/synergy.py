@@ -104,4 +104,5 @@ def parse_synergy(args: str, spec: str) -> list[JobSpec]:
     """``rate=8,jobs=3000,seed=1[,max_gpus=N]`` (the part after ``synergy:``) into a trace."""
     numeric = {key: (float if key == "rate" else int) for key in SYNERGY_KEYS}
     kwargs = parse_trace_options(args, spec, SYNERGY_KEYS, numeric)
+    # each value already has its key's type (``numeric``); the dict as a whole can only say object
     return synergy(**kwargs)  # type: ignore[arg-type]

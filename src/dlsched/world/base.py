@@ -156,6 +156,7 @@ class IterationJobPhysics(JobPhysics):
         super().__init__(spec, world)
         pal = world.pal
         self.iter_time_s = pal.iteration_time_s(spec.model, source=spec.origin or spec.job_id)
+        assert spec.iterations is not None  # World.physics picks this class for jobs given by iterations
         self.total_work = float(spec.iterations)
         self.restart_delay_s = world.config.default_restart_delay_s
         self.perf_class = pal.perf_class(spec.model)
@@ -180,6 +181,7 @@ class DurationJobPhysics(JobPhysics):
 
     def __init__(self, spec: JobSpec, world: World) -> None:
         super().__init__(spec, world)
+        assert spec.duration_s is not None  # World.physics picks this class for jobs given by duration
         self.total_work = float(spec.duration_s)
         self.restart_delay_s = world.config.default_restart_delay_s
         self.perf_class = world.speeds.class_of(spec.model)
@@ -215,7 +217,8 @@ class World:
         self.speeds = GpuSpeeds.for_cluster(cluster, seed=seed, data_dir=data_dir,
                                             enabled=self.config.variability, source=self.config.gpu_speeds)
         self._node_speed = cluster.node_speed
-        self._iso_cache: dict[tuple[str, str, int], float] = {}
+        #: (model, GPU type, GPUs, adaptivity, batch size, requested GPUs) -> isolated run time
+        self._iso_cache: dict[tuple[str, str, int, Adaptivity, int | None, int], float] = {}
 
     # -- job physics -------------------------------------------------------------------------------
     def physics(self, spec: JobSpec) -> JobPhysics:

@@ -51,7 +51,7 @@ class _ModelTable:
     phi_lo: np.ndarray
 
 
-def _phi_from_eff(eff: np.ndarray, scale: float | np.ndarray) -> np.ndarray:
+def _phi_from_eff(eff: np.ndarray | float, scale: float | np.ndarray) -> np.ndarray:
     """Invert ``eff = (phi + 1) / (phi + s)``: the noise ratio that gives efficiency ``eff`` at scale ``s``."""
     eff = np.asarray(eff, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -124,7 +124,7 @@ class EfficiencyModel:
     def progress_bucket(self, model: str, progress: float) -> int:
         """Index of the milestone ``progress`` lies in; efficiency is constant inside one."""
         t = self._table(model)
-        return int(min(np.searchsorted(t.progress, progress, side="left"), len(t.progress) - 1))
+        return min(int(np.searchsorted(t.progress, progress, side="left")), len(t.progress) - 1)
 
     def grad_stats(self, model: str, progress: float, batch_size: int | None = None) -> tuple[float, float]:
         """(grad_sqr, grad_var) a job reports at this progress.

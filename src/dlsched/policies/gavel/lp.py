@@ -79,11 +79,11 @@ def _solve(c: np.ndarray, A: sp.csc_matrix, row_lo: np.ndarray, row_hi: np.ndarr
     h.setOptionValue("presolve", "off")
     h.passModel(prob.to_highs_lp())
     h.run()
-    sol = h.getSolution()
-    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal or not sol.value_valid:
+    ipm_sol = h.getSolution()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal or not ipm_sol.value_valid:
         sol2 = solve_sparse(prob, integer=False, lp_method="simplex")  # IPM trouble: fall back to a vertex
         return sol2.x if sol2.optimal else None
-    return np.asarray(sol.col_value, dtype=float)
+    return np.asarray(ipm_sol.col_value, dtype=float)
 
 
 def _runnable_bounds(tput: np.ndarray) -> np.ndarray:

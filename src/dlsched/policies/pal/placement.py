@@ -120,10 +120,10 @@ class PmFirstPlacement(PlacementStage):
         free_type = [d.gpu_type is None and not specs[k].gpu_types for d, k in zip(q, order, strict=True)]
         rounds = {t: RoundPool(p) for t, p in pools.items()}
         if not free_pool.free_mask.all():  # reserved, pinned, kept or profiling GPUs are not ours to place on
-            for rp in rounds.values():
-                held = np.flatnonzero(~free_pool.free_mask[rp.pool.gpus])
+            for pool_round in rounds.values():
+                held = np.flatnonzero(~free_pool.free_mask[pool_round.pool.gpus])
                 if len(held):
-                    rp.take(held)
+                    pool_round.take(held)
         levels = {"within": 0, "rack": 0, "across": 0}
         allocs = decision.allocations
         i, n = 0, len(q)

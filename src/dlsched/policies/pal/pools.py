@@ -116,7 +116,8 @@ def _class_bins(bins: PmBins, pool: Pool) -> ClassBins:
     rack_counts = None
     if pool.has_racks:
         rack_counts = np.zeros((nb, pool.num_racks), dtype=np.int64)
-        np.add.at(rack_counts, (slice(None), pool.rack_of_node), counts)
+        # numpy's stubs leave out slices in the index, which ufunc.at takes
+        np.add.at(rack_counts, (slice(None), pool.rack_of_node), counts)  # type: ignore[arg-type]
     return ClassBins(bins=bins, lab=lab, vals=np.asarray(bins.levels, dtype=float),
                       vals_t=tuple(float(v) for v in bins.levels), bin_order=order,
                       bin_start=start, counts0=counts, rack_counts0=rack_counts)

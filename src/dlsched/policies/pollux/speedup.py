@@ -45,8 +45,8 @@ class VirtualCluster:
                 node.append(n.node_id)
                 tidx.append(type_pos[n.gpu_type])
         gpu_vnode = np.zeros(cluster.num_gpus, dtype=np.int64)
-        for v, ids in enumerate(gpus):
-            gpu_vnode[list(ids)] = v
+        for v, vnode_gpus in enumerate(gpus):
+            gpu_vnode[list(vnode_gpus)] = v
         return cls(size=size, gpus=tuple(gpus), node=np.array(node, dtype=np.int64),
                    type_index=np.array(tidx, dtype=np.int64),
                    capacity=np.array([len(g) for g in gpus], dtype=np.int64), gpu_vnode=gpu_vnode)

@@ -45,7 +45,7 @@ from dlsched.policies.sia.problem import (
     build_options,
     candidates_of,
 )
-from dlsched.policies.sia.profiling import ProfilePlanner
+from dlsched.policies.sia.profiling import ProfilePlanner, ProfileRequest
 from dlsched.policies.stages import AllocationStage, AllocationTraits, Demand, Plan, Shape
 from dlsched.solvers import AssignmentProblem, AssignmentResult, IncrementalAssignment, solve_assignment
 
@@ -196,7 +196,8 @@ class SiaAllocation(AllocationStage):
         for jid in forced_ids:
             ti, _, k = cur_config[jid]
             forced_use[ti] += k
-        profiles, profile_use = [], np.zeros(len(cs.type_names), dtype=np.int64)
+        profiles: list[ProfileRequest] = []
+        profile_use = np.zeros(len(cs.type_names), dtype=np.int64)
         if self.profiling == "bootstrap":
             profiles, profile_use = self._planner.plan(view, cs, cs.capacity - reserved - forced_use)
         profiled_now = {r.job.job_id for r in profiles}

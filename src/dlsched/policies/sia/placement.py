@@ -69,9 +69,9 @@ class SiaPlacement(PlacementStage):
             if d is None:
                 continue
             for shape in d.fallbacks:
-                pl = self.placer.fit_free(cluster, str(shape.gpu_type), shape.num_gpus, taken)
-                if pl is not None:
-                    taken[list(pl.gpus)] = True
-                    outcome.placements[key] = pl
+                fitted = self.placer.fit_free(cluster, str(shape.gpu_type), shape.num_gpus, taken)
+                if fitted is not None:
+                    taken[list(fitted.gpus)] = True
+                    outcome.placements[key] = fitted
                     outcome.unplaced.remove(key)
                     break

@@ -271,7 +271,7 @@ class SiaPlacer:
         cands.sort(key=lambda c: (c[0], c[1], c[2]))
         if len(cands) < whole:
             return None
-        chosen: list[Hashable] = []
+        chosen = []
         for c in cands[:whole]:
             for v in c[3]:
                 if v not in chosen:
@@ -281,13 +281,13 @@ class SiaPlacer:
             used = {c[2] for c in cands[:whole]}
             others = [n for n in pool.nodes if n not in used]
             if not any(pool.nfree(n) >= rest for n in others):
-                extra = None
+                extra: list[Hashable] | None = None
                 for n in others:
                     if n in pool.pinned_nodes or pool.size[n] < rest:
                         continue
-                    v = [key for key in to_free_node(n) or [] if key not in chosen]
-                    if extra is None or len(v) < len(extra):
-                        extra = v
+                    evict = [key for key in to_free_node(n) or [] if key not in chosen]
+                    if extra is None or len(evict) < len(extra):
+                        extra = evict
                 if extra is None:
                     return None
                 chosen += extra
