@@ -91,6 +91,7 @@ def main() -> None:
     from dlsched import __version__
     from dlsched.sim.run import run_many
 
+    at = commit()
     t0 = time.perf_counter()
     records = run_many(configs(args.workloads), workers=args.workers)
     runs = [{"config": r.config_record(), "summary": r.summary, "wall_s": r.wall_s, "complete": r.complete}
@@ -99,7 +100,7 @@ def main() -> None:
     print(text)
     print(f"\n{len(runs)} runs, {(time.perf_counter() - t0) / 60:.1f} min")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"commit": commit(), "dlsched_version": __version__, "cluster": CLUSTER, "round_s": ROUND_S,
+    payload = {"commit": at, "dlsched_version": __version__, "cluster": CLUSTER, "round_s": ROUND_S,
                "workloads": args.workloads, "table": text, "runs": runs}
     args.out.write_text(json.dumps(payload, indent=1, default=str) + "\n")
     print(f"wrote {args.out}")
