@@ -1,20 +1,22 @@
-"""Gavel: the LP policies on hand-made examples, its round mechanism, and leases that respect capacity."""
+"""Gavel's allocation stage: its options, its round mechanism, and leases that respect capacity (the LPs
+are tested in ``test_gavel_lp.py``)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import dlsched.policies.gavel.allocation as gavel_allocation
 from dlsched.core import Adaptivity, ClusterView, InputError, JobSpec, JobStatus, JobView, Placement
 from dlsched.estimators.base import GoodputEstimate
 from dlsched.policies import build_scheduler, scheduler_tunables
 from dlsched.policies.gavel import GavelAllocation, rigid_view
-from dlsched.policies.gavel.lp import LP_METHODS, OBJECTIVES, normalized, solve_allocation
+from dlsched.policies.gavel.lp import OBJECTIVES
 from dlsched.policies.stages import StagedScheduler
 from dlsched.sim.engine import Engine, SimConfig
 from dlsched.sim.invariants import check_decision
+from dlsched.sim.oracle import OracleGoodput
 from dlsched.world.base import World
 from testkit import Recorder, StandInEstimator, assert_round_invariants, small_cluster, with_estimator
 
@@ -45,97 +47,6 @@ def job_view(i, k, placement=(), *, profiled=("t4", "v100"), age=100.0, submit=N
 
 def view_of(cluster, jobs, t=0.0, round_s=60.0) -> ClusterView:
     return ClusterView(time_s=t, round_s=round_s, cluster=cluster, jobs=list(jobs))
-
-
-# -- the LPs ----------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("method", LP_METHODS)
-def test_max_sum_throughput_two_types_known_optimum(method):
-    # job A: 4 on the fast type, 1 on the slow; job B: 2 and 1. One GPU of each type.
-    # Normalised: A = (0.8, 0.2), B = (2/3, 1/3); A-fast + B-slow = 0.8 + 1/3 beats B-fast + A-slow = 0.867.
-    tput = np.array([[4.0, 1.0], [2.0, 1.0]])
-    x = solve_allocation("max-sum-throughput", tput, np.ones(2), np.array([1, 1]), method=method)
-    assert x == pytest.approx(np.array([[1.0, 0.0], [0.0, 1.0]]), abs=1e-6)
-    assert float((normalized(tput) * x).sum()) == pytest.approx(0.8 + 1 / 3, abs=1e-6)
-
-
-@pytest.mark.parametrize("method", LP_METHODS)
-def test_max_sum_throughput_respects_gang_size(method):
-    # A needs 2 GPUs and fits only the 2-GPU fast type; B (1 GPU) runs anywhere: fast 2, slow 1.
-    # Best: A on fast all the time (1), B on slow all the time (1/3): 4/3 > B fast + A half (7/6).
-    tput = np.array([[3.0, 0.0], [2.0, 1.0]])
-    x = solve_allocation("max-sum-throughput", tput, np.array([2, 1]), np.array([2, 1]), method=method)
-    assert x == pytest.approx(np.array([[1.0, 0.0], [0.0, 1.0]]), abs=1e-6)
-
-
-def test_interior_point_shares_time_between_equivalent_jobs():
-    x = solve_allocation("max-sum-throughput", np.ones((4, 1)), np.ones(4), np.array([2]), method="ipm")
-    assert x.ravel() == pytest.approx([0.5] * 4, abs=1e-4)
-    v = solve_allocation("max-sum-throughput", np.ones((4, 1)), np.ones(4), np.array([2]), method="simplex")
-    assert sorted(v.ravel().round(6)) == [0.0, 0.0, 1.0, 1.0]
-
-
-def test_max_min_and_finish_time_fairness_split_a_contended_type_evenly():
-    tput = np.ones((2, 1))
-    mm = solve_allocation("max-min", tput, np.ones(2), np.array([1]))
-    assert mm.ravel() == pytest.approx([0.5, 0.5], abs=1e-4)
-    ftf = solve_allocation("finish-time-fairness", tput, np.ones(2), np.array([1]), ages_s=np.zeros(2),
-                           remaining=np.ones(2))
-    assert ftf.ravel() == pytest.approx([0.5, 0.5], abs=1e-3)
-
-
-def _max_rho(x, tput, scale, capacity, ages, remaining):
-    from dlsched.policies.gavel.lp import isolated_throughputs
-
-    t = normalized(tput)
-    iso = isolated_throughputs(t, np.asarray(scale, float), np.asarray(capacity, float))
-    rate = (t * x).sum(axis=1)
-    with np.errstate(divide="ignore"):
-        return np.max((ages + remaining / rate) / (ages + remaining / iso))
-
-
-def test_finish_time_fairness_places_each_job_where_it_is_not_worse_off():
-    # A runs equally fast on both types, B only on type 0: A must take type 1 and leave type 0 to B
-    tput = np.array([[1.0, 1.0], [1.0, 0.0]])
-    x = solve_allocation("finish-time-fairness", tput, np.ones(2), np.array([1, 1]), ages_s=np.zeros(2),
-                         remaining=np.ones(2))
-    assert x == pytest.approx(np.array([[0.0, 1.0], [1.0, 0.0]]), abs=1e-3)
-
-
-@settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), jobs=st.integers(2, 8))
-def test_finish_time_fairness_is_no_worse_than_max_sum_on_its_own_objective(seed, jobs):
-    rng = np.random.default_rng(seed)
-    tput = rng.random((jobs, 2)) + 0.05
-    scale, capacity = np.ones(jobs), np.array([2, 2])
-    ages, remaining = rng.random(jobs) * 3600, rng.random(jobs) * 3600 + 60
-    ftf = solve_allocation("finish-time-fairness", tput, scale, capacity, ages_s=ages, remaining=remaining)
-    msum = solve_allocation("max-sum-throughput", tput, scale, capacity)
-    assert _max_rho(ftf, tput, scale, capacity, ages, remaining) \
-        <= _max_rho(msum, tput, scale, capacity, ages, remaining) * (1 + 5e-3)
-
-
-@settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 10_000), jobs=st.integers(1, 12), types=st.integers(1, 3),
-       objective=st.sampled_from(OBJECTIVES), method=st.sampled_from(LP_METHODS))
-def test_every_policy_respects_gavels_base_constraints(seed, jobs, types, objective, method):
-    rng = np.random.default_rng(seed)
-    tput = rng.random((jobs, types)) * (rng.random((jobs, types)) < 0.85)
-    scale = rng.choice([1, 2, 4, 8], size=jobs)
-    capacity = rng.integers(1, 17, size=types)
-    tput[scale[:, None] > capacity[None, :]] = 0.0  # a gang larger than a type cannot run there
-    x = solve_allocation(objective, tput, scale, capacity, ages_s=rng.random(jobs) * 7200,
-                         remaining=rng.random(jobs) * 7200 + 1, method=method)
-    assert x.shape == tput.shape
-    assert (x >= 0).all() and (x <= 1 + 1e-9).all()
-    assert (x.sum(axis=1) <= 1 + 1e-6).all()
-    assert ((x * scale[:, None]).sum(axis=0) <= capacity + 1e-6).all()
-    assert (x[tput <= 0] == 0).all()
-
-
-def test_unknown_objective_is_an_input_error():
-    with pytest.raises(InputError) as e:
-        build_scheduler("gavel", settings={"objective": "min-jct"})
-    assert e.value.field == "objective"
 
 
 # -- the mechanism --------------------------------------------------------------------------------------------
@@ -181,9 +92,9 @@ def test_round_length_equal_to_the_lease_rescheduled_every_round():
     assert set(a.allocations) != set(b.allocations)
 
 
-def test_new_jobs_are_profiled_on_one_gpu_per_type_before_they_run():
+def test_with_bootstrapped_throughputs_new_jobs_are_profiled_on_one_gpu_per_type_before_they_run():
     cluster = small_cluster((("t4", 1, 4), ("v100", 1, 4)))
-    sched = gavel()
+    sched = gavel(throughputs="bootstrap")
     jobs = [job_view(0, 2, profiled=())]
     d = sched.schedule(view_of(cluster, jobs))
     assert "j0" not in d.allocations
@@ -214,6 +125,139 @@ def test_registry_builds_gavel_and_rejects_bad_settings():
         build_scheduler("gavel", settings={"lease_s": "nan"})
 
 
+# -- the options: Gavel's code by default, each earlier deviation on request ---------------------------------
+class PerJobThroughputs(StandInEstimator):
+    """Per-job, per-type throughput (x GPUs); a type missing from a job's table is one it cannot run on."""
+
+    def __init__(self, table: dict[str, dict[str, float]]) -> None:
+        self.table = table
+
+    def estimate(self, job, gpu_type, num_nodes, num_gpus):
+        s = self.table[job.job_id].get(gpu_type, 0.0)
+        if s <= 0:
+            return None
+        return GoodputEstimate(goodput=s * num_gpus, batch_size=job.spec.batch_size or 0,
+                               throughput_sps=s * num_gpus, efficiency=1.0)
+
+
+def test_defaults_follow_gavels_code():
+    tunables = scheduler_tunables("gavel")
+    assert tunables["allocation.throughputs"] == "profiled"
+    assert tunables["allocation.normalize_throughputs"] is False
+    assert tunables["allocation.maxmin_reference"] == "proportional"
+    assert tunables["allocation.ftf_isolated"] == "equal-share"
+    assert tunables["allocation.ftf_age"] == "isolated-time"
+    assert build_scheduler("gavel").traits.needs_oracle  # Gavel's throughputs are profiled offline
+    assert not build_scheduler("gavel", settings={"throughputs": "bootstrap"}).traits.needs_oracle
+
+
+def test_options_parse_and_bad_values_are_refused():
+    s = build_scheduler("gavel", settings={"throughputs": "bootstrap", "normalize_throughputs": "on",
+                                           "maxmin_reference": "max-min-lp", "ftf_isolated": "max-min-lp",
+                                           "gavel.ftf_age": "wall-clock"})
+    a = s.allocation
+    assert isinstance(a, GavelAllocation)
+    assert (a.throughputs, a.normalize_throughputs, a.maxmin_reference, a.ftf_isolated, a.ftf_age) \
+        == ("bootstrap", True, "max-min-lp", "max-min-lp", "wall-clock")
+    assert "normalized" in a.describe() and "ftf_age=wall-clock" in a.describe()
+    for key, bad in (("throughputs", "guessed"), ("maxmin_reference", "equal-share"), ("ftf_isolated", "proportional"),
+                     ("ftf_age", "cpu"), ("normalize_throughputs", "maybe")):
+        with pytest.raises(InputError) as e:
+            build_scheduler("gavel", settings={key: bad})
+        assert key in str(e.value)
+
+
+def test_profiled_throughputs_without_the_oracle_is_an_error_not_a_guess():
+    cluster = small_cluster((("v100", 1, 2),))
+    sched = build_scheduler("gavel")
+    with pytest.raises(RuntimeError, match="oracle"):
+        sched.schedule(view_of(cluster, [job_view(0, 1, profiled=())]))
+
+
+def test_profiled_throughputs_skip_profiling():
+    cluster = small_cluster((("t4", 1, 4), ("v100", 1, 4)))
+    d = gavel().schedule(view_of(cluster, [job_view(0, 2, profiled=())]))  # never profiled, still runs
+    assert not d.profiles and len(d.allocations["j0"].placement) == 2
+
+
+def test_throughputs_are_steps_per_second():
+    # 512 samples/s at batch 256 is 2 steps/s
+    sched = gavel(speed={"v100": 256.0})
+    assert sched.allocation.throughput(job_view(0, 2), "v100", per_node=4, gpus_of_type=4) == pytest.approx(2.0)
+    assert sched.allocation.throughput(job_view(0, 8), "v100", per_node=4, gpus_of_type=4) == 0.0  # gang too big
+
+
+def test_normalize_throughputs_changes_who_gets_the_fast_type():
+    # A = (8, 10) and B = (0.5, 2) steps/s on (t4, v100): raw sums favour A on the v100 (10.5 > 10); normalised
+    # shares favour B there (see test_gavel_lp.test_max_sum_throughput_uses_raw_throughputs).
+    cluster = small_cluster((("t4", 1, 1), ("v100", 1, 1)))
+    est = PerJobThroughputs({"j0": {"t4": 8.0, "v100": 10.0}, "j1": {"t4": 0.5, "v100": 2.0}})
+    jobs = [job_view(0, 1), job_view(1, 1)]
+    for normalize, fast in ((False, "j0"), (True, "j1")):
+        sched = with_estimator("gavel", est, normalize_throughputs=str(normalize))
+        sched.schedule(view_of(cluster, jobs))
+        assert sched.allocation.time_fractions[fast]["v100"] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_maxmin_reference_reaches_the_lp():
+    # The three-job example of test_gavel_lp: A only on t4, B only on v100, C on both (t4 2, v100 1).
+    cluster = small_cluster((("t4", 1, 1), ("v100", 1, 1)))
+    est = PerJobThroughputs({"j0": {"t4": 1.0}, "j1": {"v100": 1.0}, "j2": {"t4": 2.0, "v100": 1.0}})
+    jobs = [job_view(i, 1) for i in range(3)]
+    for reference, share in (("proportional", 0.5), ("max-min-lp", 2 / 3)):
+        sched = with_estimator("gavel", est, objective="max-min", maxmin_reference=reference)
+        sched.schedule(view_of(cluster, jobs))
+        assert sched.allocation.time_fractions["j0"]["t4"] == pytest.approx(share, abs=1e-3)
+
+
+def test_finish_time_fairness_hands_the_lp_its_options_and_the_isolated_time(monkeypatch):
+    calls = []
+    real = gavel_allocation.solve_allocation
+
+    def spy(*args, **kw):
+        calls.append(kw)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(gavel_allocation, "solve_allocation", spy)
+    cluster = small_cluster((("v100", 1, 2),))
+
+    def job(progress: float, age: float) -> JobView:
+        j = job_view(0, 1, profiled=("v100",), age=age)
+        j.progress_fraction = progress
+        return j
+
+    # 256 samples/s at batch 256: 1 step/s; 3600 s estimate, so 3600 steps left at the start.
+    sched = gavel(objective="finish-time-fairness", speed={"v100": 256.0}, ftf_isolated="equal-share")
+    sched.schedule(view_of(cluster, [job(0.0, 0.0)], t=0.0, round_s=360.0))
+    sched.schedule(view_of(cluster, [job(0.25, 360.0)], t=360.0, round_s=360.0))
+    assert calls[0]["isolated_time_s"] == pytest.approx([0.0])
+    assert calls[1]["remaining"] == pytest.approx([2700.0])
+    # 900 steps done at the isolated throughput of the first solve: one job alone gets a whole GPU (the
+    # equal share of 2 GPUs capped at running all the time), 1 step/s, so 900 s of isolated time.
+    assert calls[1]["isolated_time_s"] == pytest.approx([900.0])
+    assert sched.allocation.isolated_time_s == {"j0": pytest.approx(900.0)}
+    assert calls[1]["ftf_isolated"] == "equal-share" and calls[1]["normalize"] is False
+
+    calls.clear()
+    wall = gavel(objective="finish-time-fairness", speed={"v100": 256.0}, ftf_age="wall-clock")
+    wall.schedule(view_of(cluster, [job(0.0, 0.0)], t=0.0, round_s=360.0))
+    wall.schedule(view_of(cluster, [job(0.25, 360.0)], t=360.0, round_s=360.0))
+    assert calls[1]["isolated_time_s"] == pytest.approx([360.0])  # the job's age
+    assert wall.allocation.isolated_time_s == {}
+
+
+def test_a_short_simulation_runs_on_the_oracle_throughputs():
+    from dlsched.sim.config import RunConfig
+    from dlsched.sim.run import simulate
+
+    profiled = []
+    rec = simulate(RunConfig(trace="synthetic:rate=6,hours=1", policy="gavel", jobs=4, seed=1,
+                             settings={"objective": "finish-time-fairness"}),
+                   on_decision=lambda view, decision: profiled.extend(decision.profiles))
+    assert rec.complete and all(j.finish_s is not None for j in rec.jobs)
+    assert not profiled  # throughputs known from the start: no profiling
+
+
 # -- every round of a simulation respects capacity (property) ------------------------------------------------
 @st.composite
 def clusters(draw):
@@ -241,10 +285,16 @@ def traces(draw, cluster):
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), objective=st.sampled_from(OBJECTIVES), lease=st.sampled_from([60.0, 360.0]))
-def test_gavel_leases_respect_capacity_every_round(data, objective, lease):
+@given(data=st.data(), objective=st.sampled_from(OBJECTIVES), lease=st.sampled_from([60.0, 360.0]),
+       source=st.sampled_from(["profiled", "bootstrap"]))
+def test_gavel_leases_respect_capacity_every_round(data, objective, lease, source):
     cluster = data.draw(clusters())
     specs = data.draw(traces(cluster))
-    rec = Recorder(build_scheduler("gavel", settings={"objective": objective, "lease_s": str(lease)}))
-    Engine(cluster, specs, rec, World(cluster, seed=0), SimConfig(round_s=60.0, max_time_s=3600.0)).run()
+    sched = build_scheduler("gavel", settings={"objective": objective, "lease_s": str(lease), "throughputs": source})
+    rec = Recorder(sched)
+    world = World(cluster, seed=0)
+    engine = Engine(cluster, specs, rec, world, SimConfig(round_s=60.0, max_time_s=3600.0))
+    if sched.traits.needs_oracle:  # what sim.run.attach_oracle does
+        sched.attach_oracle(OracleGoodput(world, engine.physics_of))
+    engine.run()
     assert_round_invariants(cluster, rec.log, specs, exact_gangs=True)

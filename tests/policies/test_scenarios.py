@@ -349,9 +349,10 @@ GAVEL = [
         cluster=SMALL_V100, policy="gavel", estimator=SpeedTable({"v100": 1.0}, profiled_only=False),
         time_s=360.0, history=(Round(0.0, (gavel_job("A", 2, profiled=("v100",)),)),),
         expect={"A": WAITS, "B": Runs("v100", 2, (0,), (0, 1))}),
-    row("gavel: a new job is profiled on one GPU of each type before it runs",
+    row("gavel: with bootstrapped throughputs a new job is profiled on one GPU of each type before it runs",
         gavel_job("n", 2, profiled=()),
-        cluster=PAIRS, policy="gavel", estimator=GAVEL_EST, expect={"n": Profiled(("t4", "v100"), 2)}),
+        cluster=PAIRS, policy="gavel", estimator=GAVEL_EST, settings={"throughputs": "bootstrap"},
+        expect={"n": Profiled(("t4", "v100"), 2)}),
 ]
 
 POLLUX_EST = SpeedTable({"v100": 1.0}, alpha=0.8, node_loss=0.05, profiled_only=False)

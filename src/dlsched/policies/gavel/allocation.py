@@ -11,12 +11,20 @@ checkpoint-restore the engine charges on every placement change.
 
 Jobs are rigid: each runs on exactly its requested GPU count with its requested batch size.
 
-Throughputs. Gavel assumes every job's throughput on every GPU type is known. Here it comes from Sia's
-goodput estimator in ``bootstrap`` mode: a new job is first profiled on one GPU of each type (through
-``Decision.profiles``, on GPUs no lease holds; the engine charges the time), and ``T[j, t]`` is then the
-estimator's throughput for the job's fixed configuration, packed on type ``t`` (eq. 3.1 extrapolates from
-the one-GPU profile until the job has run multi-GPU). Throughputs thus cost what they cost Sia, and improve
-as jobs report.
+Throughputs. Gavel assumes every job's throughput on every GPU type is known (profiled offline). With
+``throughputs=profiled`` (the default) they are the simulator's truth: the stage asks for the oracle
+(:meth:`needs_oracle`) and ``T[j, t]`` is the world's throughput of the job's rigid configuration packed on
+type ``t``; no profiling rounds. With ``throughputs=bootstrap`` they come from Sia's goodput estimator: a new
+job is first profiled on one GPU of each type (through ``Decision.profiles``, on GPUs no lease holds; the
+engine charges the time), and ``T[j, t]`` is the estimator's throughput for the job's configuration (eq. 3.1
+extrapolates from the one-GPU profile until the job has run multi-GPU), so throughputs cost what they cost
+Sia and improve as jobs report. Either way ``T`` is in steps per second (samples per second over the job's
+batch size), Gavel's unit, which max-sum-throughput adds up across jobs as it is.
+
+Finish-time fairness needs each job's remaining steps: the job's duration estimate times the fraction left
+(on its best type, so times the job's best throughput). Gavel's denominator counts the isolated time a job
+has accumulated from the work it did (``ftf_age=isolated-time``): the stage keeps, per job, that time and the
+remaining steps and isolated throughput of the previous solve, and hands the time to the LP.
 
 The stage hands placement its leases in Gavel's order (biggest gangs first); the ``gavel-lease`` placement
 keeps a job on its GPUs when it stays on its type and they are free, and packs the rest.
@@ -35,7 +43,14 @@ import numpy as np
 from dlsched.core import Adaptivity, ClusterView, JobView
 from dlsched.core.ranges import DAY_S, ranged
 from dlsched.estimators.base import GoodputEstimator
-from dlsched.policies.gavel.lp import LP_METHODS, OBJECTIVES, normalized, solve_allocation
+from dlsched.policies.gavel.lp import (
+    FTF_ISOLATED,
+    LP_METHODS,
+    MAXMIN_REFERENCES,
+    OBJECTIVES,
+    reference_throughputs,
+    solve_allocation,
+)
 from dlsched.policies.stages import AllocationStage, AllocationTraits, Demand, Plan, ProfileRequest
 
 
@@ -55,21 +70,42 @@ def rigid_batch(job: JobView) -> int | None:
     return job.batch_limits[0] if job.batch_limits else None
 
 
+#: Where throughputs come from: the simulator's truth (Gavel's offline profiles) or Sia's estimator.
+THROUGHPUT_SOURCES = ("profiled", "bootstrap")
+#: What rho's denominator adds to the remaining isolated time: Gavel's accumulated isolated time, or the age.
+FTF_AGES = ("isolated-time", "wall-clock")
+
+
 @dataclass
 class GavelAllocation(AllocationStage):
-    """Gavel's policies and leases; the fields are its tunables, with the defaults of the Sia comparison.
+    """Gavel's policies and leases; the fields are its tunables, defaults as Gavel's code (:mod:`.lp`).
 
     State carried across rounds: the estimator, the time each job received per type and the time given
     per type (priorities), the current lease's start and its holders (job -> GPU type), the last LP
-    solution (``time_fractions``, job -> {type: fraction}) and each LP's wall time (``lp_s``).
+    solution (``time_fractions``, job -> {type: fraction}), each LP's wall time (``lp_s``) and, for
+    finish-time fairness, each job's accumulated isolated time (``isolated_time_s``) with the remaining
+    steps and isolated throughput of the previous solve it was in.
     """
 
     #: The policy: max-sum-throughput, finish-time-fairness or max-min.
     objective: str = "max-sum-throughput"
     #: Round (lease) length in seconds; leases are kept this long even if the engine's round is shorter.
     lease_s: float = ranged(360.0, 1.0, DAY_S)
-    #: Profile new jobs on one GPU of each type before scheduling them (throughputs must be known).
+    #: ``profiled``: throughputs from the simulator's truth, as Gavel's offline profiles; ``bootstrap``:
+    #: from Sia's estimator, learnt by profiling new jobs and from what jobs report.
+    throughputs: str = "profiled"
+    #: With ``throughputs=bootstrap``: profile new jobs on one GPU of each type before scheduling them (off:
+    #: throughputs are learnt as jobs run).
     profile: bool = True
+    #: Divide each job's throughputs by their sum over types before solving (Gavel uses them raw; this
+    #: changes max-sum-throughput only, the fairness objectives are ratios of a job's own throughputs).
+    normalize_throughputs: bool = False
+    #: Max-min's reference throughput: ``proportional`` (Gavel) or ``max-min-lp`` (max-min over unit throughputs).
+    maxmin_reference: str = "proportional"
+    #: Finish-time fairness's isolated throughput: ``equal-share`` (Gavel) or ``max-min-lp``.
+    ftf_isolated: str = "equal-share"
+    #: Finish-time fairness's denominator: ``isolated-time`` (Gavel's, from the work done) or ``wall-clock``.
+    ftf_age: str = "isolated-time"
     #: LP algorithm: ``ipm`` behaves like Gavel's interior-point solver, ``simplex`` returns a vertex.
     lp_method: str = "ipm"
     name: str = "gavel"
@@ -77,36 +113,64 @@ class GavelAllocation(AllocationStage):
     traits: ClassVar[AllocationTraits] = AllocationTraits(rigid=True, uses_order=False, names_gpu_type=True)
 
     def __post_init__(self) -> None:
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"unknown objective '{self.objective}' (one of: {', '.join(OBJECTIVES)})")
-        if self.lp_method not in LP_METHODS:
-            raise ValueError(f"unknown lp_method '{self.lp_method}' (one of: {', '.join(LP_METHODS)})")
-        from dlsched.estimators.goodput import LearnedGoodputEstimator
+        for field_name, allowed in (("objective", OBJECTIVES), ("lp_method", LP_METHODS),
+                                    ("throughputs", THROUGHPUT_SOURCES), ("maxmin_reference", MAXMIN_REFERENCES),
+                                    ("ftf_isolated", FTF_ISOLATED), ("ftf_age", FTF_AGES)):
+            value = getattr(self, field_name)
+            if value not in allowed:
+                raise ValueError(f"unknown {field_name} '{value}' (one of: {', '.join(allowed)})")
+        self.estimator: GoodputEstimator | None = None
+        if self.throughputs == "bootstrap":
+            from dlsched.estimators.goodput import LearnedGoodputEstimator
 
-        self.estimator: GoodputEstimator = LearnedGoodputEstimator(mode="bootstrap" if self.profile else "none",
-                                                               hetero_aware=True)
+            self.estimator = LearnedGoodputEstimator(mode="bootstrap" if self.profile else "none",
+                                                     hetero_aware=True)
         self._job_time: dict[str, dict[str, float]] = {}
         self._cluster_time: dict[str, float] = {}
         self._lease_start = -math.inf
         self._leases: dict[str, str] = {}
         self.time_fractions: dict[str, dict[str, float]] = {}
         self.lp_s: list[float] = []
+        self.isolated_time_s: dict[str, float] = {}
+        self._prev_remaining: dict[str, float] = {}
+        self._prev_isolated: dict[str, float] = {}
+
+    def needs_oracle(self) -> bool:
+        return self.throughputs == "profiled"
 
     def attach_estimator(self, estimator: GoodputEstimator) -> None:
         self.estimator = estimator
 
+    def _estimator(self) -> GoodputEstimator:
+        if self.estimator is None:
+            raise RuntimeError("gavel with throughputs=profiled needs the simulator's oracle (attach_oracle)")
+        return self.estimator
+
+    def _profiles_jobs(self) -> bool:
+        return self.throughputs == "bootstrap" and self.profile
+
     def describe(self) -> str:
-        return f"{self.name} (objective={self.objective}, lease_s={self.lease_s:g})"
+        return (f"{self.name} (objective={self.objective}, lease_s={self.lease_s:g}, throughputs={self.throughputs}"
+                f"{', normalized' if self.normalize_throughputs else ''}, maxmin_reference={self.maxmin_reference}, "
+                f"ftf_isolated={self.ftf_isolated}, ftf_age={self.ftf_age})")
 
     # -- throughputs -----------------------------------------------------------------------------------
     def throughput(self, job: JobView, gpu_type: str, per_node: int, gpus_of_type: int) -> float:
-        """Samples (or work units) per second of the job's fixed configuration, packed on ``gpu_type``."""
+        """Steps per second of the job's fixed configuration, packed on ``gpu_type`` (0: cannot run there).
+
+        Steps are the job's batches; a job without a batch size (duration traces) reports work units.
+        """
         k = job.spec.num_gpus
         if k > gpus_of_type or not job.spec.allows_gpu_type(gpu_type):
             return 0.0
         nodes = max(1, math.ceil(k / max(per_node, 1)))
-        out = self.estimator.evaluate_many(rigid_view(job), gpu_type, np.array([[nodes, k]]))
-        value = float(out.throughput_sps[0]) if out.goodput[0] > 0 else 0.0
+        out = self._estimator().evaluate_many(rigid_view(job), gpu_type, np.array([[nodes, k]]))
+        if not out.goodput[0] > 0:
+            return 0.0
+        value = float(out.throughput_sps[0])
+        batch = int(out.batch_size[0])
+        if batch > 0:
+            value /= batch
         return value if math.isfinite(value) and value > 0 else 0.0
 
     @staticmethod
@@ -119,30 +183,49 @@ class GavelAllocation(AllocationStage):
     # -- one engine round ------------------------------------------------------------------------------
     def allocate(self, view: ClusterView, ordered: list[JobView]) -> Plan:
         t_est = time.perf_counter()
-        self.estimator.update(view)
+        self._estimator().update(view)
         t_est = time.perf_counter() - t_est
         active = {j.job_id: j for j in view.jobs}
         for job_id in [k for k in self._job_time if k not in active]:
             del self._job_time[job_id]
+        for job_id in [k for k in self.isolated_time_s if k not in active]:
+            del self.isolated_time_s[job_id]
         new_round = view.round_s >= self.lease_s - 1e-9 or view.time_s >= self._lease_start + self.lease_s - 1e-6
         free = dict(view.cluster.gpus_per_type)
         plan = Plan()
         if new_round:
             self._lease_start = view.time_s
-            if self.profile:
+            if self._profiles_jobs():
                 self._profile(view, free, plan, new_only=True)
             self._leases = self._new_lease(view, free, plan)
         else:
             self._leases = {k: g for k, g in self._leases.items() if k in active and not active[k].profiling}
             for k, g in self._leases.items():
                 free[g] -= active[k].spec.num_gpus
-            if self.profile:
+            if self._profiles_jobs():
                 self._profile(view, free, plan, new_only=False)
         plan.demands = [Demand(job=active[k], num_gpus=active[k].spec.num_gpus, gpu_type=g,
                                batch_size=rigid_batch(active[k]), pinned=not new_round)
                         for k, g in self._leases.items()]
         plan.info["gavel.estimator_s"] = t_est
         return plan
+
+    def _isolated_time(self, jobs: list[JobView], remaining: np.ndarray) -> np.ndarray:
+        """Each job's isolated time so far, Gavel's way: the steps done since the previous solve the job was
+        in, over its isolated throughput then, added up (0 for a job seen for the first time).
+
+        Remaining steps come from duration estimates, which may rise between solves; such a rise counts as
+        no work done rather than negative time.
+        """
+        out = np.zeros(len(jobs))
+        for i, j in enumerate(jobs):
+            total = self.isolated_time_s.get(j.job_id, 0.0)
+            before, iso = self._prev_remaining.get(j.job_id), self._prev_isolated.get(j.job_id, 0.0)
+            if before is not None and iso > 0:
+                total += max(0.0, before - float(remaining[i])) / iso
+            self.isolated_time_s[j.job_id] = total
+            out[i] = total
+        return out
 
     def _profile(self, view: ClusterView, free: dict[str, int], plan: Plan, *, new_only: bool) -> None:
         """Profile jobs on one free gang of each GPU type they have not been measured on.
@@ -187,14 +270,24 @@ class GavelAllocation(AllocationStage):
         tput = tput[keep]
         if not jobs:
             self.time_fractions = {}
+            self._prev_remaining, self._prev_isolated = {}, {}
             return {}
         scale = np.array([j.spec.num_gpus for j in jobs], dtype=float)
         capacity = np.array([free[g] for g in types], dtype=float)
-        norm = normalized(tput)
-        remaining = np.array([self._remaining_s(j) for j in jobs]) * norm.max(axis=1)
+        ages = np.array([j.age_s for j in jobs])
+        remaining = np.array([self._remaining_s(j) for j in jobs]) * tput.max(axis=1)
+        spent = None
+        if self.objective == "finish-time-fairness":
+            spent = ages if self.ftf_age == "wall-clock" else self._isolated_time(jobs, remaining)
         t0 = time.perf_counter()
-        x = solve_allocation(self.objective, tput, scale, capacity, ages_s=np.array([j.age_s for j in jobs]),
-                             remaining=remaining, method=self.lp_method)
+        x = solve_allocation(self.objective, tput, scale, capacity, ages_s=ages, remaining=remaining,
+                             isolated_time_s=spent, normalize=self.normalize_throughputs,
+                             maxmin_reference=self.maxmin_reference, ftf_isolated=self.ftf_isolated,
+                             method=self.lp_method)
+        if self.objective == "finish-time-fairness" and self.ftf_age == "isolated-time":
+            iso = reference_throughputs(self.ftf_isolated, tput, scale, capacity, self.lp_method)
+            self._prev_remaining = {j.job_id: float(r) for j, r in zip(jobs, remaining, strict=True)}
+            self._prev_isolated = {j.job_id: float(v) for j, v in zip(jobs, iso, strict=True)}
         self.lp_s.append(time.perf_counter() - t0)
         plan.info["gavel.lp_s"] = self.lp_s[-1]
         self.time_fractions = {j.job_id: {g: float(x[i, k]) for k, g in enumerate(types)} for i, j in enumerate(jobs)}

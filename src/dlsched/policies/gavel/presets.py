@@ -1,10 +1,14 @@
 """Registration of Gavel's stages and the ``gavel`` preset.
 
 ``--set`` keys (``gavel.KEY`` and ``allocation.KEY`` are accepted as well): ``objective``
-(``max-sum-throughput``, ``finish-time-fairness``, ``max-min``), ``lease_s`` (360 s), ``profile`` (profile
-new jobs before scheduling them; with ``off`` throughputs are learnt as jobs run), ``lp_method``. Gavel runs
-jobs rigidly; pair it with TunedJobs (``--trace sia-philly:1@tuned``) as the thesis does. The preset's
-rounds are Gavel's 360 s leases.
+(``max-sum-throughput``, ``finish-time-fairness``, ``max-min``), ``lease_s`` (360 s), ``throughputs``
+(``profiled``: the simulator's truth, as Gavel's offline profiles; ``bootstrap``: Sia's estimator),
+``profile`` (with ``bootstrap``: profile new jobs before scheduling them; with ``off`` throughputs are learnt
+as jobs run), ``normalize_throughputs``, ``maxmin_reference`` (``proportional``, ``max-min-lp``),
+``ftf_isolated`` (``equal-share``, ``max-min-lp``), ``ftf_age`` (``isolated-time``, ``wall-clock``),
+``lp_method``. The defaults are Gavel's code (:mod:`dlsched.policies.gavel.lp`). Gavel runs jobs rigidly;
+pair it with TunedJobs (``--trace sia-philly:1@tuned``) as the thesis does. The preset's rounds are Gavel's
+360 s leases.
 """
 
 from __future__ import annotations
