@@ -32,7 +32,7 @@ STAGES: tuple[str, ...] = ("admission", "ordering", "allocation", "placement", "
 #: Engine limits that ``--set`` may also carry (they used to be set that way).
 ENGINE_KEYS: tuple[str, ...] = ("max_time_s", "stall_rounds")
 #: Keys ``config.json`` records for people that a replay does not read back.
-RECORD_ONLY_KEYS: tuple[str, ...] = ("dlsched_version", "scheduler")
+RECORD_ONLY_KEYS: tuple[str, ...] = ("dlsched_version", "scheduler", "data")
 _DAY_S = 86400.0
 
 #: Range checks for world options by meaning; their types come from WorldConfig itself, so options added to

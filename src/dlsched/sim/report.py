@@ -133,12 +133,33 @@ def _fmt(x: Any) -> str:
 # --------------------------------------------------------------------------------------------- figures
 
 
+#: How the report shows a summary key people read as a time: (unit shown, divisor of the seconds).
+_TIME_UNITS: dict[str, tuple[str, float]] = {
+    "avg_jct_s": ("h", 3600.0), "p50_jct_s": ("h", 3600.0), "p99_jct_s": ("h", 3600.0),
+    "makespan_s": ("h", 3600.0), "avg_wait_s": ("min", 60.0),
+    "policy_time_median_s": ("ms", 1e-3), "policy_time_p99_s": ("ms", 1e-3), "sim_wall_s": ("s", 1.0),
+}
+
+
+def _column(key: str) -> tuple[str, float]:
+    """Heading and divisor of a summary key: ``avg_jct_s`` is shown in hours as ``avg_jct (h)``."""
+    if key in _TIME_UNITS:
+        unit, div = _TIME_UNITS[key]
+        return f"{key.removesuffix('_s')} ({unit})", div
+    return key, 1.0
+
+
 def _summary_table(runs: Sequence[RunArtifacts]) -> str:
-    head = "".join(f"<th>{html.escape(k)}</th>" for k in ("run", "num_gpus", *SUMMARY_KEYS))
+    cols = [(k, *_column(k)) for k in SUMMARY_KEYS]
+    head = "<th>run</th><th>num_gpus</th>" + "".join(
+        f"<th title='{html.escape(k)}'>{html.escape(name)}</th>" for k, name, _ in cols)
     rows = []
     for r in runs:
         cells = [f"<td class='label'>{html.escape(r.label)}</td>", f"<td>{r.num_gpus}</td>"]
-        cells += [f"<td>{_fmt(r.summary.get(k))}</td>" for k in SUMMARY_KEYS]
+        for k, _, div in cols:
+            v = r.summary.get(k)
+            shown = v / div if isinstance(v, (int, float)) and not isinstance(v, bool) and div != 1.0 else v
+            cells.append(f"<td>{_fmt(shown)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
@@ -312,17 +333,20 @@ td.label { text-align: left; font-weight: bold; }
 .scroll { overflow-x: auto; }
 img { max-width: 100%; }
 p.note { color: #555; font-size: 13px; }
+p.about { font-family: monospace; font-size: 13px; }
 """
 
 
-def write_report(path: str | Path, runs: list[RunArtifacts], *, title: str = "dlsched report") -> Path:
+def write_report(path: str | Path, runs: list[RunArtifacts], *, title: str = "dlsched report",
+                 about: str | None = None) -> Path:
     """Write one self-contained ``report.html`` comparing ``runs`` and return its path.
 
     ``path`` is the file to write, or an existing directory to write ``report.html`` into. Sections (see
     :data:`SECTION_TITLES`): a summary table with :data:`SUMMARY_KEYS` per run; JCT and finish-time
     fairness CDFs with all runs overlaid; GPUs in use and queue length over time, overlaid; and allocation
     timelines, one per run, or only the first run's when there are more than :data:`MAX_TIMELINE_RUNS`.
-    Every figure is present even without data (it then says so), so the layout is predictable.
+    Every figure is present even without data (it then says so), so the layout is predictable. ``about``
+    (what was run: cluster, trace, policies and their stages, seeds, version) heads the page.
     """
     out = Path(path)
     if out.is_dir():
@@ -335,6 +359,7 @@ def write_report(path: str | Path, runs: list[RunArtifacts], *, title: str = "dl
         "<html><head><meta charset='utf-8'>",
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
+        *([f"<p class='about'>{html.escape(about)}</p>"] if about else []),
         f"<p class='note'>Runs: {', '.join(html.escape(r.label) for r in runs) or 'none'}.</p>",
         f"<h2>{s_summary}</h2>",
         "<div class='scroll'>",
