@@ -42,6 +42,8 @@ RoundOpt = Annotated[float | None, typer.Option("--round-s", help="Scheduling ro
                                                 "[default: the policy's own, 60 s; 360 s for gavel, pal, "
                                                 "pm-first].")]
 MaxTimeOpt = Annotated[float | None, typer.Option("--max-time-s", help="Stop at this simulated time.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Reuse an --out folder holding an earlier run's results: "
+                                        "they are removed first, so old and new never mix.")]
 DataDirOpt = Annotated[str | None, typer.Option("--data-dir", help="Measured-data directory "
                                                 "[default: $DLSCHED_DATA, else ../shared/data].")]
 
