@@ -59,6 +59,11 @@ def fail(message: object, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def note(message: object) -> None:
+    """Print an informational line on stderr, unwrapped (one line whatever the terminal width)."""
+    sys.stderr.write(f"{' '.join(str(message).split())}\n")
+
+
 def warn(message: object) -> None:
     """Print ``warning: <message>`` as one line on stderr (the result on stdout is unaffected)."""
     sys.stderr.write(f"warning: {' '.join(str(message).split())}\n")

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dlsched.cli import Format, FormatOpt, WideOpt, app, err, guard, print_summaries, warn
+from dlsched.cli import Format, FormatOpt, WideOpt, app, err, guard, note, print_summaries, warn
 from dlsched.cli.run_options import (
     ClusterOpt,
     ConfigOpt,
@@ -82,7 +82,7 @@ def compare(
         if seeds > 1:
             what = "the scheduler, world and trace seeds" if trace_varied else (
                 "the scheduler and world seeds (the trace is fixed: a file or a named trace)")
-            err.print(f"--seeds {seeds}: each policy runs {seeds} times, varying {what}", highlight=False)
+            note(f"--seeds {seeds}: each policy runs {seeds} times, varying {what}")
         t0 = time.perf_counter()
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} runs"),
                       TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as prog:
@@ -101,10 +101,9 @@ def compare(
         took = f"{len(configs)} runs in {time.perf_counter() - t0:.1f} s"
         if out_dir is not None:
             folder = write_outputs(out_dir, runs, rows, force=force)
-            err.print(f"{took}; wrote {folder}/ (report.html, summary.json, config.json, per-run tables)",
-                      highlight=False)
+            note(f"{took}; wrote {folder}/ (report.html, summary.json, config.json, per-run tables)")
         else:
-            err.print(f"{took}; give --out DIR to keep the report and per-run tables", highlight=False)
+            note(f"{took}; give --out DIR to keep the report and per-run tables")
         print_summaries(rows, fmt, header=header_line(describe_runs(runs)), wide=wide)
 
     guard(go)

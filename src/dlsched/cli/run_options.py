@@ -21,7 +21,7 @@ ClusterOpt = Annotated[str | None, typer.Option("--cluster", help="Preset name o
                                                 "[default: sia-hetero-64].")]
 TraceOpt = Annotated[str | None, typer.Option("--trace", help="Named trace (sia-philly:1, pal-philly:1, "
                                               "synthetic:rate=20,hours=8,seed=1, ...) or a trace file "
-                                              "[default: synthetic:rate=20,hours=8,seed=1].")]
+                                              "[default: synthetic:rate=80,hours=4,seed=1].")]
 TraceSeedOpt = Annotated[int | None, typer.Option("--trace-seed", help="Seed of a generated trace that names "
                                                   "none, and of TunedJobs (@tuned).")]
 JobsOpt = Annotated[int | None, typer.Option("--jobs", help="Use only the first N jobs of the trace.")]

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dlsched.cli import Format, FormatOpt, WideOpt, app, err, guard, print_summaries, warn
+from dlsched.cli import Format, FormatOpt, WideOpt, app, err, guard, note, print_summaries, warn
 from dlsched.cli.run_options import (
     AdmissionOpt,
     AllocationOpt,
@@ -114,8 +114,7 @@ def simulate(
         summary = {**records.summary, **row_fields([records])}
         if out_dir is not None:
             folder = write_outputs(out_dir, [records], summary, force=force)
-            err.print(f"wrote {folder}/ (jobs.csv, rounds.csv, summary.json, config.json, report.html)",
-                      highlight=False)
+            note(f"wrote {folder}/ (jobs.csv, rounds.csv, summary.json, config.json, report.html)")
         print_summaries([summary], fmt, header=header_line(describe_runs([records])), wide=wide)
 
     guard(go)

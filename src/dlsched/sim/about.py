@@ -82,13 +82,15 @@ def describe_runs(runs: Sequence[RunRecords]) -> dict[str, Any]:
 
 
 def wrap_header(line: str, width: int) -> str:
-    """``line`` broken between its `` | ``-separated parts so that lines stay within ``width`` where possible."""
+    """``line`` broken between its parts (after `` | `` or ``; ``) so that lines stay within ``width``
+    where possible; continuation lines are indented."""
+    pieces = re.split(r"(?<= \|) |(?<=;) ", line)
     lines: list[str] = []
-    for part in line.split(" | "):
-        if lines and len(lines[-1]) + 3 + len(part) <= width:
-            lines[-1] += " | " + part
+    for piece in pieces:
+        if lines and len(lines[-1]) + 1 + len(piece) <= width:
+            lines[-1] += " " + piece
         else:
-            lines.append(part if not lines else "  " + part)
+            lines.append(piece if not lines else "  " + piece)
     return "\n".join(lines)
 
 
@@ -102,6 +104,6 @@ def header_line(about: dict[str, Any]) -> str:
             continue  # one generated trace names its seed itself; a fixed trace has none
         if values and (key == "seed" or values != about.get("seed_values")):
             parts.append(f"{name}{'s' if len(values) > 1 else ''} {_span(values)}")
-    stages = "; ".join(f"{label} {_stages(s)}" for label, s in about["policies"].items())
-    parts.append(f"policy (admission/ordering/allocation/placement/coordination): {stages}")
+    parts += [f"policy {label} {_stages(s)}" for label, s in about["policies"].items()]
+    parts.append("stages: admission/ordering/allocation/placement/coordination")
     return " | ".join(parts)
