@@ -87,6 +87,7 @@ def _metrics(summary: dict[str, Any]) -> dict[str, Any]:
 def run_all(specs: list[dict[str, Any]], *, workers: int | None = None,
             progress: Callable[[int, int, dict], None] | None = None) -> list[dict[str, Any]]:
     """Run specs in a process pool (``workers`` defaults to the CPU count); results in spec order."""
+    from dlsched.progress import progress_bar
     from dlsched.sim.run import run_many
 
     workers = workers or int(os.environ.get("DLSCHED_WORKERS", os.cpu_count() or 1))
@@ -96,11 +97,13 @@ def run_all(specs: list[dict[str, Any]], *, workers: int | None = None,
     def finished(i: int, records: Any) -> None:
         nonlocal done
         done += 1
+        advance()
         results[i] = metrics_of(specs[i], records)
         if progress:
             progress(done, len(specs), results[i])  # type: ignore[arg-type]
 
-    run_many([config_of(s) for s in specs], workers, on_result=finished)
+    with progress_bar(len(specs), "runs") as advance:
+        run_many([config_of(s) for s in specs], workers, on_result=finished)
     return results  # type: ignore[return-value]
 
 

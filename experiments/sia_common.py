@@ -116,6 +116,7 @@ def run_all(specs: list[dict[str, Any]], workers: int = MAX_WORKERS, force: bool
 
     A run that raises is reported on stderr and its slot is ``None``.
     """
+    from dlsched.progress import progress_bar
     from dlsched.sim.run import run_many
 
     out: list[dict | None] = [None if force else load_cached(s) for s in specs]
@@ -144,8 +145,13 @@ def run_all(specs: list[dict[str, Any]], workers: int = MAX_WORKERS, force: bool
         print(f"  {where} avg_jct={hours(rec['summary']['avg_jct_s'])} ({rec['summary']['wall_s']:.0f}s, "
               f"total {time.perf_counter() - t0:.0f}s)", file=sys.stderr, flush=True)
 
-    run_many([specs[i]["config"] for i in todo], max(1, min(workers, MAX_WORKERS)), on_result=report,
-             return_exceptions=True)
+    with progress_bar(len(todo), "runs") as advance:
+        def step(j: int, result: Any) -> None:
+            report(j, result)
+            advance()
+
+        run_many([specs[i]["config"] for i in todo], max(1, min(workers, MAX_WORKERS)), on_result=step,
+                 return_exceptions=True)
     return out
 
 

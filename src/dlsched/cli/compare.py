@@ -6,9 +6,8 @@ import time
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dlsched.cli import Format, FormatOpt, WideOpt, app, err, guard, note, print_summaries, warn
+from dlsched.cli import Format, FormatOpt, WideOpt, app, guard, note, print_summaries, warn
 from dlsched.cli.run_options import (
     ClusterOpt,
     ConfigOpt,
@@ -22,6 +21,7 @@ from dlsched.cli.run_options import (
     build_config,
 )
 from dlsched.core import InputError
+from dlsched.progress import progress_bar
 
 
 @app.command()
@@ -84,10 +84,8 @@ def compare(
                 "the scheduler and world seeds (the trace is fixed: a file or a named trace)")
             note(f"--seeds {seeds}: each policy runs {seeds} times, varying {what}")
         t0 = time.perf_counter()
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} runs"),
-                      TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as prog:
-            task = prog.add_task("compare", total=len(configs))
-            runs = run_many(configs, workers, on_result=lambda i, r: prog.advance(task))
+        with progress_bar(len(configs), "compare") as advance:
+            runs = run_many(configs, workers, on_result=lambda i, r: advance())
         for notice in dict.fromkeys(n for r in runs if (n := data_notice(r.data))):
             warn(notice)
         rows = []
