@@ -104,3 +104,16 @@ def test_progress_stays_off_a_pipe():
     cmd = [sys.executable, "-m", "dlsched", "compare", "--policies", "fifo,las", *SMALL, "--workers", "1"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
     assert "\r" not in out.stderr and "\x1b[" not in out.stderr
+
+
+def test_simulate_warns_when_restarts_per_job_pass_the_threshold():
+    from dlsched.sim.sanity import RESTARTS_PER_JOB_WARN
+
+    res = invoke("simulate", "--placement", "random", "--trace", "synthetic:rate=20,hours=2,seed=3",
+                 "--format", "json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["restarts_per_job"] > RESTARTS_PER_JOB_WARN
+    warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warnings) == 1 and "fifo@random restarts each job" in warnings[0], res.stderr
+    quiet = invoke("simulate", "--trace", "synthetic:rate=20,hours=2,seed=3", "--format", "json")
+    assert "warning:" not in quiet.stderr

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 from collections.abc import Callable, Iterable
 from enum import StrEnum
@@ -159,8 +160,14 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
     """Schedule deep-learning training jobs on shared, heterogeneous GPU clusters."""
 
 
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM (``timeout``, a batch scheduler) unwinds like Ctrl-C, so half-written results are cleaned up."""
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    signal.signal(signal.SIGTERM, _terminated)
     app()
 
 
