@@ -123,10 +123,12 @@ def geomean(xs: Iterable[float]) -> float:
 
 
 def write_json(name: str, payload: Any, *, indent: int | None = 1) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    from dlsched.outputs import atomic_file
+
     path = RESULTS / name
     text = json.dumps(payload, indent=indent, separators=None if indent else (",", ":"))
-    path.write_text(text + "\n")
+    with atomic_file(path) as tmp:
+        tmp.write_text(text + "\n")
     return path
 
 
