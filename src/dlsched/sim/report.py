@@ -349,9 +349,8 @@ def write_report(path: str | Path, runs: list[RunArtifacts], *, title: str = "dl
     (what was run: cluster, trace, policies and their stages, seeds, version) heads the page.
     """
     out = Path(path)
-    if out.is_dir():
+    if out.is_dir() and not out.is_symlink():
         out = out / "report.html"
-    out.parent.mkdir(parents=True, exist_ok=True)
 
     s_summary, s_jct, s_ftf, s_gpus, s_queue, s_timeline = SECTION_TITLES
     parts: list[str] = [
@@ -386,5 +385,8 @@ def write_report(path: str | Path, runs: list[RunArtifacts], *, title: str = "dl
         parts.append(f"<h3>{html.escape(r.label)}</h3><p class='note'>{html.escape(note)}</p>")
         parts.append(_fig_to_img(fig, f"{s_timeline}: {r.label}"))
     parts.append("</body></html>")
-    out.write_text("\n".join(parts), encoding="utf-8")
+    from dlsched.outputs import atomic_file
+
+    with atomic_file(out) as tmp:  # never half a report, never over a device or a link
+        tmp.write_text("\n".join(parts), encoding="utf-8")
     return out
