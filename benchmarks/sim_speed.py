@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 
+from dlsched.progress import progress_bar
 from dlsched.sim.config import RunConfig
 from dlsched.sim.run import simulate
 
@@ -34,12 +35,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="only the small case")
     args = ap.parse_args()
-    rows = [measure(RunConfig(cluster="sia-hetero-64", trace="synthetic:rate=20,hours=8,seed=1,jobs=160",
-                              round_s=60.0))]
+    configs = [RunConfig(cluster="sia-hetero-64", trace="synthetic:rate=20,hours=8,seed=1,jobs=160", round_s=60.0)]
     if not args.quick:
         # 10,000 jobs over ~2.5 days: about 170 jobs/h keeps a 2,048-GPU cluster busy but not swamped
-        rows.append(measure(RunConfig(cluster=BIG_CLUSTER, trace=f"synthetic:rate=170,hours={10000 / 170!r},seed=2,"
-                                      "kind=rigid-duration", jobs=10000, round_s=60.0)))
+        configs.append(RunConfig(cluster=BIG_CLUSTER, trace=f"synthetic:rate=170,hours={10000 / 170!r},seed=2,"
+                                 "kind=rigid-duration", jobs=10000, round_s=60.0))
+    rows = []
+    with progress_bar(len(configs), "sim_speed", unit="cases") as advance:
+        for cfg in configs:
+            rows.append(measure(cfg))
+            advance()
     for r in rows:
         print(f"{r['jobs']:>6} jobs on {r['gpus']:>5} GPUs: {r['wall_s']:8.2f} s wall, "
               f"{r['sim_s_per_wall_s']:>10.0f} simulated s per wall s ({r['rounds']} rounds)", file=sys.stderr)

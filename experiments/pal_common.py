@@ -87,6 +87,7 @@ def _metrics(summary: dict[str, Any]) -> dict[str, Any]:
 def run_all(specs: list[dict[str, Any]], *, workers: int | None = None,
             progress: Callable[[int, int, dict], None] | None = None) -> list[dict[str, Any]]:
     """Run specs in a process pool (``workers`` defaults to the CPU count); results in spec order."""
+    from dlsched.progress import progress_bar
     from dlsched.sim.run import run_many
 
     workers = workers or int(os.environ.get("DLSCHED_WORKERS", os.cpu_count() or 1))
@@ -96,11 +97,13 @@ def run_all(specs: list[dict[str, Any]], *, workers: int | None = None,
     def finished(i: int, records: Any) -> None:
         nonlocal done
         done += 1
+        advance()
         results[i] = metrics_of(specs[i], records)
         if progress:
             progress(done, len(specs), results[i])  # type: ignore[arg-type]
 
-    run_many([config_of(s) for s in specs], workers, on_result=finished)
+    with progress_bar(len(specs), "runs") as advance:
+        run_many([config_of(s) for s in specs], workers, on_result=finished)
     return results  # type: ignore[return-value]
 
 
@@ -120,10 +123,12 @@ def geomean(xs: Iterable[float]) -> float:
 
 
 def write_json(name: str, payload: Any, *, indent: int | None = 1) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    from dlsched.outputs import atomic_file
+
     path = RESULTS / name
     text = json.dumps(payload, indent=indent, separators=None if indent else (",", ":"))
-    path.write_text(text + "\n")
+    with atomic_file(path) as tmp:
+        tmp.write_text(text + "\n")
     return path
 
 

@@ -70,6 +70,8 @@ def plot_series(results: list[dict], tag: str = "") -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from dlsched.outputs import atomic_file
+
     written = []
     runs = [r for r in results if r.get("gpus_in_use")]
     if not runs:
@@ -93,7 +95,8 @@ def plot_series(results: list[dict], tag: str = "") -> list[str]:
         axes[-1, 0].set_xlabel("time (10^6 s)")
         fig.tight_layout()
         path = RESULTS / f"pal_fig15_gpus_in_use{tag}.png"
-        fig.savefig(path)
+        with atomic_file(path) as tmp:
+            fig.savefig(tmp, format="png")
         plt.close(fig)
         written.append(str(path))
     # Figure 19: wait time per job, per scheduler, Tiresias vs PAL (first series rate of each scheduler).
@@ -112,7 +115,8 @@ def plot_series(results: list[dict], tag: str = "") -> list[str]:
         axes[-1, 0].set_xlabel("job (arrival order)")
         fig.tight_layout()
         path = RESULTS / f"pal_fig19_wait_times{tag}.png"
-        fig.savefig(path)
+        with atomic_file(path) as tmp:
+            fig.savefig(tmp, format="png")
         plt.close(fig)
         written.append(str(path))
     return written

@@ -75,11 +75,10 @@ def _record(s: dict[str, Any], records: Any) -> dict[str, Any]:
 
 
 def _save(s: dict[str, Any], rec: dict[str, Any]) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = cache_path(s)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(rec, indent=1) + "\n")
-    os.replace(tmp, path)
+    from dlsched.outputs import atomic_file
+
+    with atomic_file(cache_path(s)) as tmp:
+        tmp.write_text(json.dumps(rec, indent=1) + "\n")
 
 
 def contention(rounds: list) -> dict[str, float | None]:
@@ -116,6 +115,7 @@ def run_all(specs: list[dict[str, Any]], workers: int = MAX_WORKERS, force: bool
 
     A run that raises is reported on stderr and its slot is ``None``.
     """
+    from dlsched.progress import progress_bar
     from dlsched.sim.run import run_many
 
     out: list[dict | None] = [None if force else load_cached(s) for s in specs]
@@ -144,8 +144,13 @@ def run_all(specs: list[dict[str, Any]], workers: int = MAX_WORKERS, force: bool
         print(f"  {where} avg_jct={hours(rec['summary']['avg_jct_s'])} ({rec['summary']['wall_s']:.0f}s, "
               f"total {time.perf_counter() - t0:.0f}s)", file=sys.stderr, flush=True)
 
-    run_many([specs[i]["config"] for i in todo], max(1, min(workers, MAX_WORKERS)), on_result=report,
-             return_exceptions=True)
+    with progress_bar(len(todo), "runs") as advance:
+        def step(j: int, result: Any) -> None:
+            report(j, result)
+            advance()
+
+        run_many([specs[i]["config"] for i in todo], max(1, min(workers, MAX_WORKERS)), on_result=step,
+                 return_exceptions=True)
     return out
 
 
@@ -210,8 +215,19 @@ def parser(description: str, default_workloads: int) -> argparse.ArgumentParser:
                    help=f"number of workloads per trace family (default {default_workloads})")
     p.add_argument("--workers", type=int, default=MAX_WORKERS, help="worker processes (at most 2)")
     p.add_argument("--force", action="store_true", help="re-run even cached runs")
-    p.add_argument("--json", type=Path, default=None, help="also write the table rows here")
+    p.add_argument("--json", type=_json_target, default=None, help="also write the table rows here")
     return p
+
+
+def _json_target(text: str) -> Path:
+    """``--json``: checked when the arguments are read, so a bad path fails before hours of runs."""
+    from dlsched.core import InputError
+    from dlsched.outputs import check_output_file
+
+    try:
+        return check_output_file(text, "--json")
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def total_wall(records: list[dict | None]) -> float:
@@ -219,6 +235,8 @@ def total_wall(records: list[dict | None]) -> float:
 
 
 def write_json(path: Path | None, payload: Any) -> None:
+    from dlsched.outputs import atomic_file
+
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(_jsonable(payload), indent=1) + "\n")
+        with atomic_file(path) as tmp:
+            tmp.write_text(json.dumps(_jsonable(payload), indent=1) + "\n")

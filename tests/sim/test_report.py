@@ -62,7 +62,7 @@ def check(html: str, n_runs_with_timeline: int) -> None:
     for title in SECTION_TITLES:
         assert f"<h2>{title}</h2>" in html
     for key in SUMMARY_KEYS:
-        assert f"<th>{key}</th>" in html
+        assert f"<th title='{key}'>" in html
     assert html.count("<img ") == SHARED_FIGURES + n_runs_with_timeline
     assert html.count('src="data:image/png;base64,') == html.count("<img ")
     assert "http://" not in html and "https://" not in html and "<script" not in html

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 from collections.abc import Callable, Iterable
 from enum import StrEnum
@@ -59,6 +60,16 @@ def fail(message: object, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def note(message: object) -> None:
+    """Print an informational line on stderr, unwrapped (one line whatever the terminal width)."""
+    sys.stderr.write(f"{' '.join(str(message).split())}\n")
+
+
+def warn(message: object) -> None:
+    """Print ``warning: <message>`` as one line on stderr (the result on stdout is unaffected)."""
+    sys.stderr.write(f"warning: {' '.join(str(message).split())}\n")
+
+
 def guard(fn: Callable[[], T]) -> T:
     """Input errors become one line and exit 2; a policy breaking an invariant, one line and exit 1."""
     from dlsched.sim.invariants import PolicyError
@@ -76,40 +87,87 @@ def print_json_lines(rows: Iterable[dict[str, Any]]) -> None:
         sys.stdout.write(json.dumps(row) + "\n")
 
 
-#: Summary columns of the human table: (title, summary key, divisor; None prints the value as it is).
+#: Summary columns of the human table: (title, summary key, divisor; None prints the value as it is). The
+#: first ones are what a user compares policies by and fit in 100 columns; ``--wide`` shows them all.
 _SUMMARY_COLUMNS: tuple[tuple[str, str, float | None], ...] = (
-    ("policy", "policy", None), ("jobs", "jobs", None), ("done", "completed", None),
-    ("avg JCT h", "avg_jct_s", 3600), ("p99 JCT h", "p99_jct_s", 3600), ("makespan h", "makespan_s", 3600),
-    ("avg wait h", "avg_wait_s", 3600), ("GPU-h/job", "gpu_hours_per_job", 1), ("util", "utilization", 1),
-    ("restarts/job", "restarts_per_job", 1), ("FTF max", "ftf_max", 1), ("unfair", "ftf_unfair_frac", 1),
-    ("LR max", "latency_ratio_max", 1), ("frag/round", "fragments_per_round", 1),
-    ("policy ms p50", "policy_time_median_s", 1e-3), ("wall s", "sim_wall_s", 1))
+    ("policy", "policy", None), ("done", "completed", None), ("avg JCT h", "avg_jct_s", 3600),
+    ("p99 JCT h", "p99_jct_s", 3600), ("makespan h", "makespan_s", 3600), ("wait min", "avg_wait_s", 60),
+    ("util", "utilization", 1), ("restarts/job", "restarts_per_job", 1),
+    ("jobs", "jobs", None), ("p50 JCT h", "p50_jct_s", 3600), ("GPU-h/job", "gpu_hours_per_job", 1),
+    ("FTF max", "ftf_max", 1), ("unfair", "ftf_unfair_frac", 1), ("LR max", "latency_ratio_max", 1),
+    ("frag/round", "fragments_per_round", 1), ("policy ms p50", "policy_time_median_s", 1e-3),
+    ("wall s", "sim_wall_s", 1))
+#: How many of :data:`_SUMMARY_COLUMNS` the default (narrow) table shows.
+_DEFAULT_COLUMNS = 8
+#: Width the default table and its header line keep within.
+TABLE_WIDTH = 100
+
+#: ``--wide``: every summary column in the table.
+WideOpt = Annotated[bool, typer.Option("--wide", help="Show every summary column in the table (the default "
+                                       "shows the main ones within 100 columns; --format json has all).")]
 
 
-def print_summaries(rows: list[dict[str, Any]], fmt: Format) -> None:
-    """Run summaries: one JSON object per line, or one table row per run."""
+def _cell(value: Any, scale: float | None) -> str:
+    if value is None:
+        return "-"
+    if scale is None:
+        if isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        return str(value) if not isinstance(value, float) else f"{value:g}"
+    return f"{value / scale:.2f}"
+
+
+def print_summaries(rows: list[dict[str, Any]], fmt: Format, *, header: str | None = None,
+                    wide: bool = False) -> None:
+    """Run summaries: one JSON object per line, or a table (headed by what was run) with one row per run."""
     if fmt is Format.json:
         print_json_lines(rows)
         return
+    columns = _SUMMARY_COLUMNS if wide else _SUMMARY_COLUMNS[:_DEFAULT_COLUMNS]
     table = Table(title=None, show_lines=False)
-    for title, _, _ in _SUMMARY_COLUMNS:
-        table.add_column(title, justify="left" if title == "policy" else "right")
+    for title, _, _ in columns:
+        table.add_column(title, justify="left" if title == "policy" else "right",
+                         overflow="fold" if title == "policy" else "ellipsis")
     for row in rows:
         cells = []
-        for _, key, scale in _SUMMARY_COLUMNS:
-            v = row.get(key)
-            if v is None:
-                cells.append("-")
-            elif scale is None:
-                cells.append(str(v) if not isinstance(v, float) else f"{v:g}")
+        for title, key, scale in columns:
+            if title == "done" and not wide:
+                cells.append(f"{_cell(row.get('completed'), None)}/{_cell(row.get('jobs'), None)}")
             else:
-                cells.append(f"{v / scale:.2f}")
+                cells.append(_cell(row.get(key), scale))
         table.add_row(*cells)
-    out.print(table)
+    if header:
+        from dlsched.sim.about import wrap_header
+
+        out.print(header if wide else wrap_header(header, TABLE_WIDTH), markup=False, highlight=False)
+    if wide:
+        out.print(table)
+    else:
+        out.print(table, width=min(TABLE_WIDTH, out.width))
+
+
+def _version(value: bool) -> None:
+    if value:
+        from dlsched import __version__
+
+        sys.stdout.write(f"dlsched {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the dlsched version and exit.")] = False) -> None:
+    """Schedule deep-learning training jobs on shared, heterogeneous GPU clusters."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM (``timeout``, a batch scheduler) unwinds like Ctrl-C, so half-written results are cleaned up."""
+    raise SystemExit(128 + signum)
 
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    signal.signal(signal.SIGTERM, _terminated)
     app()
 
 

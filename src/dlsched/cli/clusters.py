@@ -21,5 +21,6 @@ def clusters(fmt: FormatOpt = Format.table) -> None:
     for col in ("name", "gpus", "layout", "variability", "description"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["name"], str(r["gpus"]), r["layout"], r["variability"] or "-", r["description"])
+        table.add_row(str(r["name"]), str(r["gpus"]), str(r["layout"]), str(r["variability"] or "-"),
+                      str(r["description"]))
     out.print(table)

@@ -23,7 +23,7 @@ ClusterOpt = Annotated[str | None, typer.Option("--cluster", help="Preset name o
                                                 "[default: sia-hetero-64].")]
 TraceOpt = Annotated[str | None, typer.Option("--trace", help="Named trace (sia-philly:1, pal-philly:1, "
                                               "synthetic:rate=20,hours=8,seed=1, ...) or a trace file "
-                                              "[default: synthetic:rate=20,hours=8,seed=1].")]
+                                              "[default: synthetic:rate=80,hours=4,seed=1].")]
 TraceSeedOpt = Annotated[str | None, typer.Option("--trace-seed", metavar="INTEGER", help="Seed of a generated trace that names "
                                                   "none, and of TunedJobs (@tuned).")]
 JobsOpt = Annotated[str | None, typer.Option("--jobs", metavar="INTEGER", help="Use only the first N jobs of the trace.")]
@@ -44,6 +44,8 @@ RoundOpt = Annotated[str | None, typer.Option("--round-s", metavar="SECONDS", he
                                                 "[default: the policy's own, 60 s; 360 s for gavel, pal, "
                                                 "pm-first].")]
 MaxTimeOpt = Annotated[str | None, typer.Option("--max-time-s", metavar="SECONDS", help="Stop at this simulated time.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Reuse an --out folder holding an earlier run's results: "
+                                        "they are removed first, so old and new never mix.")]
 DataDirOpt = Annotated[str | None, typer.Option("--data-dir", help="Measured-data directory "
                                                 "[default: $DLSCHED_DATA, else ../shared/data].")]
 

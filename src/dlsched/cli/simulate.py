@@ -7,9 +7,9 @@ import time
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from dlsched.cli import Format, FormatOpt, app, err, guard, print_summaries
+from dlsched.cli import Format, FormatOpt, WideOpt, app, err, guard, note, print_summaries, warn
 from dlsched.cli.run_options import (
     AdmissionOpt,
     AllocationOpt,
@@ -17,6 +17,7 @@ from dlsched.cli.run_options import (
     ConfigOpt,
     CoordinationOpt,
     DataDirOpt,
+    ForceOpt,
     JobsOpt,
     MaxTimeOpt,
     OrderingOpt,
@@ -38,7 +39,7 @@ class LazyProgress:
         self.description = description
         self.t0 = time.perf_counter()
         self.progress: Progress | None = None
-        self.task = None
+        self.task: TaskID | None = None
 
     def __call__(self, sim_t: float, done: int, total: int) -> None:
         if self.progress is None:
@@ -49,7 +50,8 @@ class LazyProgress:
                                      TimeElapsedColumn(), console=err, transient=True)
             self.progress.start()
             self.task = self.progress.add_task(self.description, total=total, sim_h=0.0)
-        self.progress.update(self.task, completed=done, sim_h=sim_t / 3600.0)  # type: ignore[arg-type]
+        assert self.task is not None
+        self.progress.update(self.task, completed=done, sim_h=sim_t / 3600.0)
 
     def close(self) -> None:
         if self.progress is not None:
@@ -83,14 +85,21 @@ def simulate(
     out_dir: Annotated[str | None, typer.Option("--out", help="Write jobs.csv, rounds.csv, summary.json, "
                                                 "config.json (replay it with --config) and report.html "
                                                 "here.")] = None,
+    force: ForceOpt = False,
+    wide: WideOpt = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Simulate one scheduler on one cluster and trace."""
 
     def go() -> None:
-        from dlsched.sim.output import write_outputs
+        from dlsched.sim.about import describe_runs, header_line, row_fields
+        from dlsched.sim.output import check_out_dir, write_outputs
+        from dlsched.sim.run import data_notice
         from dlsched.sim.run import simulate as run_simulation
+        from dlsched.sim.sanity import restart_warning
 
+        if out_dir is not None:  # a bad folder fails now, not after the simulation
+            check_out_dir(out_dir, force=force)
         cfg = build_config(config, set_, cluster=cluster, trace=trace, policy=policy, admission=admission,
                            ordering=ordering, allocation=allocation, placement=placement,
                            coordination=coordination, seed=seed, world_seed=world_seed, trace_seed=trace_seed,
@@ -100,9 +109,13 @@ def simulate(
             records = run_simulation(cfg, on_progress=bar)
         finally:
             bar.close()
+        for line in (data_notice(records.data), restart_warning(records.summary)):
+            if line:
+                warn(line)
+        summary = {**records.summary, **row_fields([records])}
         if out_dir is not None:
-            write_outputs(out_dir, [records], records.summary)
-            err.print(f"wrote {out_dir}/ (jobs.csv, rounds.csv, summary.json, config.json, report.html)")
-        print_summaries([records.summary], fmt)
+            folder = write_outputs(out_dir, [records], summary, force=force)
+            note(f"wrote {folder}/ (jobs.csv, rounds.csv, summary.json, config.json, report.html)")
+        print_summaries([summary], fmt, header=header_line(describe_runs([records])), wide=wide)
 
     guard(go)

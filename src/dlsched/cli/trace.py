@@ -9,7 +9,6 @@ exit with status 2, so scripts can tell bad input from crashes.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -18,6 +17,7 @@ from rich.table import Table
 from dlsched.cli import Format
 from dlsched.cli import fail as _fail
 from dlsched.core.errors import InputError
+from dlsched.outputs import check_output_file
 from dlsched.traces.resolve import resolve_trace
 from dlsched.traces.schema import write_trace
 from dlsched.traces.stats import trace_stats
@@ -78,10 +78,15 @@ def stats(trace: str = typer.Argument(..., help=_TRACE_HELP),
 
 @app.command()
 def convert(trace: str = typer.Argument(..., help=_TRACE_HELP),
-            out: Path = typer.Argument(..., help="output file: .csv (canonical) or .parquet (needs pyarrow)")
+            out: str = typer.Argument(..., help="output file: .csv (canonical) or .parquet (needs pyarrow)")
             ) -> None:
-    """Write TRACE as a canonical trace file (written to a temporary file, then renamed into place)."""
+    """Write TRACE as a canonical trace file (written to a temporary file, then renamed into place).
+
+    OUT may be a new file or a regular file to replace; a device, a directory or a symbolic link is refused
+    and left as it is.
+    """
     try:
+        check_output_file(out, "output file")  # a bad target fails before the trace is read
         jobs, _ = resolve_trace(trace)
         write_trace(jobs, out)
     except InputError as exc:

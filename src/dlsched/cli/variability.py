@@ -26,6 +26,7 @@ from dlsched.estimators.kmeans_1d import K_MAX, K_MIN
 from dlsched.estimators.locality import lv_matrix
 from dlsched.estimators.pm_bins import OUTLIER_SIGMA, PmBins, fit_bins
 from dlsched.estimators.pm_profiles import VariabilityProfile, resolve_profile, sample_cluster, sample_runs
+from dlsched.outputs import atomic_file, check_output_file
 
 app = typer.Typer(help="PAL's per-GPU variability profiles and PM-score bins.", no_args_is_help=True)
 
@@ -58,10 +59,11 @@ def _bins(prof: VariabilityProfile, cls: str | None, k_min: int, k_max: int,
 
 
 def _payload(prof: VariabilityProfile, bins: dict[str, PmBins], l_across: float) -> dict:
-    out = {"profile": prof.name, "l_across": l_across, "classes": {}}
+    classes: dict[str, dict] = {}
+    out = {"profile": prof.name, "l_across": l_across, "classes": classes}
     for c, b in bins.items():
         m = lv_matrix(b.levels, l_across)
-        out["classes"][c] = {**b.to_dict(), "traversal": [[m.level_names[li], round(float(m.values[vi]), 5),
+        classes[c] = {**b.to_dict(), "traversal": [[m.level_names[li], round(float(m.values[vi]), 5),
                                                            round(float(m.penalties[li] * m.values[vi]), 5)]
                                                           for li, vi in m.traversal()]}
     return out
@@ -147,22 +149,32 @@ def fit(profile: str = ProfileArg, gpus: int | None = GpusOpt, seed: int = SeedO
         plot: Path | None = typer.Option(None, "--plot", help="write histograms with centroids (PNG/PDF) here")
         ) -> None:
     """Fit the PM-score bins of each class; write them as JSON and optionally plot them (like figure 5)."""
+    try:
+        for target in (out, plot):
+            if target is not None:
+                check_output_file(target)
+    except InputError as exc:
+        raise _fail(exc) from None
     prof, bins, payload = _fitted(profile, gpus, seed, runs, cls, k_min, k_max, outlier_sigma, l_across)
     text = json.dumps(payload, indent=1)
     try:
         if out is None:
             typer.echo(text)
         else:
-            out.write_text(text + "\n")
+            with atomic_file(out) as tmp:
+                tmp.write_text(text + "\n")
             typer.echo(f"wrote {out}", err=True)
         if plot is not None:
-            plot_bins(prof.name, bins, plot)
+            with atomic_file(plot) as tmp:
+                plot_bins(prof.name, bins, tmp, fmt=plot.suffix.lstrip(".") or None)
             typer.echo(f"wrote {plot}", err=True)
+    except InputError as exc:
+        raise _fail(exc) from None
     except OSError as exc:
         raise _fail(InputError(f"cannot write: {exc.strerror or exc}")) from None
 
 
-def plot_bins(name: str, bins: dict[str, PmBins], path: Path) -> None:
+def plot_bins(name: str, bins: dict[str, PmBins], path: Path, fmt: str | None = None) -> None:
     """One histogram per class of the measured PM-scores, coloured by bin, centroids marked with crosses."""
     import matplotlib
 
@@ -182,5 +194,5 @@ def plot_bins(name: str, bins: dict[str, PmBins], path: Path) -> None:
         ax.legend(loc="upper right", fontsize=8)
     axes[-1, 0].set_xlabel("time per iteration / median GPU (PM-score)")
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, format=fmt)
     plt.close(fig)

@@ -28,14 +28,15 @@ from dlsched.core.ranges import DAY_S, YEAR_S, Range
 from dlsched.world.base import WorldConfig
 
 DEFAULT_CLUSTER = "sia-hetero-64"
-DEFAULT_TRACE = "synthetic:rate=20,hours=8,seed=1"
+#: Loads sia-hetero-64 enough that schedulers differ (325 jobs in 4 hours; see the README for the table).
+DEFAULT_TRACE = "synthetic:rate=80,hours=4,seed=1"
 DEFAULT_POLICY = "fifo"
 #: Stages a configuration may swap, in pipeline order.
 STAGES: tuple[str, ...] = ("admission", "ordering", "allocation", "placement", "coordination")
 #: Engine limits that ``--set`` may also carry (they used to be set that way).
 ENGINE_KEYS: tuple[str, ...] = ("max_time_s", "stall_rounds")
 #: Keys ``config.json`` records for people that a replay does not read back.
-RECORD_ONLY_KEYS: tuple[str, ...] = ("dlsched_version", "scheduler")
+RECORD_ONLY_KEYS: tuple[str, ...] = ("dlsched_version", "scheduler", "data")
 _DAY_S = DAY_S
 #: Longest simulated time a run may be asked to stop at: a trace spans at most a year, and its last jobs
 #: may run long after it.

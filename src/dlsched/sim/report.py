@@ -133,12 +133,33 @@ def _fmt(x: Any) -> str:
 # --------------------------------------------------------------------------------------------- figures
 
 
+#: How the report shows a summary key people read as a time: (unit shown, divisor of the seconds).
+_TIME_UNITS: dict[str, tuple[str, float]] = {
+    "avg_jct_s": ("h", 3600.0), "p50_jct_s": ("h", 3600.0), "p99_jct_s": ("h", 3600.0),
+    "makespan_s": ("h", 3600.0), "avg_wait_s": ("min", 60.0),
+    "policy_time_median_s": ("ms", 1e-3), "policy_time_p99_s": ("ms", 1e-3), "sim_wall_s": ("s", 1.0),
+}
+
+
+def _column(key: str) -> tuple[str, float]:
+    """Heading and divisor of a summary key: ``avg_jct_s`` is shown in hours as ``avg_jct (h)``."""
+    if key in _TIME_UNITS:
+        unit, div = _TIME_UNITS[key]
+        return f"{key.removesuffix('_s')} ({unit})", div
+    return key, 1.0
+
+
 def _summary_table(runs: Sequence[RunArtifacts]) -> str:
-    head = "".join(f"<th>{html.escape(k)}</th>" for k in ("run", "num_gpus", *SUMMARY_KEYS))
+    cols = [(k, *_column(k)) for k in SUMMARY_KEYS]
+    head = "<th>run</th><th>num_gpus</th>" + "".join(
+        f"<th title='{html.escape(k)}'>{html.escape(name)}</th>" for k, name, _ in cols)
     rows = []
     for r in runs:
         cells = [f"<td class='label'>{html.escape(r.label)}</td>", f"<td>{r.num_gpus}</td>"]
-        cells += [f"<td>{_fmt(r.summary.get(k))}</td>" for k in SUMMARY_KEYS]
+        for k, _, div in cols:
+            v = r.summary.get(k)
+            shown = v / div if isinstance(v, (int, float)) and not isinstance(v, bool) and div != 1.0 else v
+            cells.append(f"<td>{_fmt(shown)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
@@ -275,15 +296,15 @@ def _timeline(run: RunArtifacts, colors: dict[str, Any]) -> tuple[Figure, str]:
     if segs:
         y = np.array([lane[s.job_id] for s in segs], dtype=float)
         start = np.array([s.start_s for s in segs], dtype=float)
-        end = np.array([s.end_s for s in segs], dtype=float)
-        restart_end = np.clip(np.array([s.restarting_until_s for s in segs], dtype=float), start, end)
-        h = 0.25 + 0.65 * np.array([s.num_gpus for s in segs], dtype=float) / max_gpus
+        seg_end = np.array([s.end_s for s in segs], dtype=float)
+        restart_end = np.clip(np.array([s.restarting_until_s for s in segs], dtype=float), start, seg_end)
+        heights = 0.25 + 0.65 * np.array([s.num_gpus for s in segs], dtype=float) / max_gpus
         col = [colors.get(s.gpu_type, "0.5") for s in segs]
-        run_w = end - restart_end
-        ax.barh(y, run_w / 3600, left=restart_end / 3600, height=h, color=col, linewidth=0)
+        run_w = seg_end - restart_end
+        ax.barh(y, run_w / 3600, left=restart_end / 3600, height=heights, color=col, linewidth=0)
         rs = restart_end > start
         if rs.any():
-            ax.barh(y[rs], (restart_end - start)[rs] / 3600, left=start[rs] / 3600, height=h[rs],
+            ax.barh(y[rs], (restart_end - start)[rs] / 3600, left=start[rs] / 3600, height=heights[rs],
                     color="white", edgecolor=[c for c, k in zip(col, rs, strict=True) if k], hatch="////",
                     linewidth=0)
 
@@ -312,22 +333,24 @@ td.label { text-align: left; font-weight: bold; }
 .scroll { overflow-x: auto; }
 img { max-width: 100%; }
 p.note { color: #555; font-size: 13px; }
+p.about { font-family: monospace; font-size: 13px; }
 """
 
 
-def write_report(path: str | Path, runs: list[RunArtifacts], *, title: str = "dlsched report") -> Path:
+def write_report(path: str | Path, runs: list[RunArtifacts], *, title: str = "dlsched report",
+                 about: str | None = None) -> Path:
     """Write one self-contained ``report.html`` comparing ``runs`` and return its path.
 
     ``path`` is the file to write, or an existing directory to write ``report.html`` into. Sections (see
     :data:`SECTION_TITLES`): a summary table with :data:`SUMMARY_KEYS` per run; JCT and finish-time
     fairness CDFs with all runs overlaid; GPUs in use and queue length over time, overlaid; and allocation
     timelines, one per run, or only the first run's when there are more than :data:`MAX_TIMELINE_RUNS`.
-    Every figure is present even without data (it then says so), so the layout is predictable.
+    Every figure is present even without data (it then says so), so the layout is predictable. ``about``
+    (what was run: cluster, trace, policies and their stages, seeds, version) heads the page.
     """
     out = Path(path)
-    if out.is_dir():
+    if out.is_dir() and not out.is_symlink():
         out = out / "report.html"
-    out.parent.mkdir(parents=True, exist_ok=True)
 
     s_summary, s_jct, s_ftf, s_gpus, s_queue, s_timeline = SECTION_TITLES
     parts: list[str] = [
@@ -335,6 +358,7 @@ def write_report(path: str | Path, runs: list[RunArtifacts], *, title: str = "dl
         "<html><head><meta charset='utf-8'>",
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
+        *([f"<p class='about'>{html.escape(about)}</p>"] if about else []),
         f"<p class='note'>Runs: {', '.join(html.escape(r.label) for r in runs) or 'none'}.</p>",
         f"<h2>{s_summary}</h2>",
         "<div class='scroll'>",
@@ -361,5 +385,8 @@ def write_report(path: str | Path, runs: list[RunArtifacts], *, title: str = "dl
         parts.append(f"<h3>{html.escape(r.label)}</h3><p class='note'>{html.escape(note)}</p>")
         parts.append(_fig_to_img(fig, f"{s_timeline}: {r.label}"))
     parts.append("</body></html>")
-    out.write_text("\n".join(parts), encoding="utf-8")
+    from dlsched.outputs import atomic_file
+
+    with atomic_file(out) as tmp:  # never half a report, never over a device or a link
+        tmp.write_text("\n".join(parts), encoding="utf-8")
     return out

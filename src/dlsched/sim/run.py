@@ -71,12 +71,17 @@ class RunRecords:
     #: Wall-clock seconds for building and running the simulation.
     wall_s: float
     complete: bool = True
+    #: Where the run's data came from (:func:`data_sources`): the data directory, and which parts used the
+    #: packaged fitted parameters because measured data was missing.
+    data: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def config_record(self) -> dict[str, Any]:
-        """``config.json``: the resolved configuration plus, for people, the version and the scheduler."""
+        """``config.json``: the resolved configuration plus, for people, the version, the scheduler and where
+        its data came from."""
         from dlsched import __version__
 
-        return {"dlsched_version": __version__, "scheduler": self.scheduler, **self.config.model_dump(mode="json")}
+        return {"dlsched_version": __version__, "scheduler": self.scheduler, "data": self.data,
+                **self.config.model_dump(mode="json")}
 
 
 @dataclass
@@ -88,6 +93,29 @@ class PreparedRun:
     scheduler: Scheduler
     trace_name: str
     label: str
+    data: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def data_sources(data_dir: str | None, world: World) -> dict[str, Any]:
+    """Where a run's inputs came from, for ``config.json`` and the one-line notice the CLI prints.
+
+    Throughput and statistical efficiency always come from the fits packaged with dlsched (derived from the
+    measured profiles by ``scripts/``). Per-GPU speeds come from the measured files when the data directory
+    holds them; ``packaged`` lists what fell back to the packaged fitted parameters instead.
+    """
+    origin = world.speeds.origin
+    packaged = ["gpu_speeds"] if origin == "fitted" else []
+    return {"dir": data_dir, "throughput": "packaged-fit", "efficiency": "packaged-fit", "gpu_speeds": origin,
+            "packaged": packaged}
+
+
+def data_notice(data: dict[str, Any]) -> str | None:
+    """One line saying which parts used packaged fitted parameters because measured data was missing."""
+    if not data.get("packaged"):
+        return None
+    where = data.get("dir") or "no data directory (set DLSCHED_DATA)"
+    return (f"measured data missing ({where}): {', '.join(data['packaged'])} from the packaged fitted "
+            f"parameters; config.json records it under 'data'")
 
 
 def prepare(config: RunConfig, on_progress: Progress | None = None,
@@ -107,13 +135,14 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
             "world_seed": world_seed, "data_dir": data_dir, "label": policy_label(config),
             **stages_used(config)})
         specs, trace_name = load_jobs(resolved, cluster)
-        sim_cfg = SimConfig(round_s=float(resolved.round_s), seed=config.seed,  # type: ignore[arg-type]
+        assert resolved.round_s is not None  # resolve() fills it from the preset
+        sim_cfg = SimConfig(round_s=float(resolved.round_s), seed=config.seed,
                             max_time_s=config.max_time_s, stall_rounds=config.stall_rounds)
         played = scheduler if on_decision is None else _Observed(scheduler, on_decision)
-        engine = Engine(cluster, specs, played, world, sim_cfg, on_progress=on_progress)  # type: ignore[arg-type]
+        engine = Engine(cluster, specs, played, world, sim_cfg, on_progress=on_progress)
         attach_oracle(scheduler, world, engine)
     return PreparedRun(config=resolved, engine=engine, scheduler=scheduler, trace_name=trace_name,
-                       label=resolved.label)  # type: ignore[arg-type]
+                       label=resolved.label, data=data_sources(data_dir, world))  # type: ignore[arg-type]
 
 
 def simulate(config: RunConfig, *, on_progress: Progress | None = None,
@@ -140,7 +169,7 @@ def simulate(config: RunConfig, *, on_progress: Progress | None = None,
     return RunRecords(config=run.config, scheduler=run.scheduler.describe(), label=run.label,
                       trace_name=run.trace_name, jobs=jobs, rounds=rounds, segments=segments,
                       num_gpus=engine.cluster.num_gpus, end_time_s=end_s, summary=summary,
-                      wall_s=time.perf_counter() - t0, complete=complete)
+                      wall_s=time.perf_counter() - t0, complete=complete, data=run.data)
 
 
 def run_many(configs: Sequence[RunConfig], workers: int | None = None, *,
@@ -172,8 +201,8 @@ def run_many(configs: Sequence[RunConfig], workers: int | None = None, *,
     with ProcessPoolExecutor(max_workers=n) as pool:
         futures = {pool.submit(simulate, cfg): i for i, cfg in enumerate(configs)}
         for fut in as_completed(futures):
-            exc = fut.exception()
-            done(futures[fut], exc if exc is not None else fut.result())
+            failure = fut.exception()
+            done(futures[fut], failure if failure is not None else fut.result())
     failed = next((x for x in out if isinstance(x, BaseException)), None)
     if failed is not None and not return_exceptions:
         raise failed
@@ -262,6 +291,55 @@ def resolve_trace_spec(trace: str, trace_seed: int | None) -> str:
     return f"{base}@tuned" if tuned else base
 
 
+def _spec_seed(spec: str) -> int | None:
+    """The ``seed=`` a generated trace spec names, or None."""
+    _, _, args = spec.partition(":")
+    for arg in args.split(","):
+        key, _, value = arg.strip().partition("=")
+        if key.strip() == "seed":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def trace_seed_used(config: RunConfig) -> int | None:
+    """The seed the run's trace was drawn with: a generated trace's ``seed=``, else TunedJobs' seed for
+    ``@tuned``, else None (a fixed trace: a file or a named trace)."""
+    base, tuned = split_tuned(config.trace)
+    if base.partition(":")[0] in _GENERATED:
+        return _spec_seed(resolve_trace_spec(base, config.trace_seed))
+    if tuned:
+        return config.trace_seed if config.trace_seed is not None else TUNED_SEED
+    return None
+
+
+def with_trace_seed_offset(config: RunConfig, offset: int) -> RunConfig | None:
+    """``config`` with the seed of its generated trace (and of ``@tuned``) moved on by ``offset``.
+
+    ``compare --seeds N`` uses it so that each repetition sees a different workload drawn from the same
+    distribution, not only a different world. None when the trace is fixed (a file or a named trace
+    without ``@tuned``), which no seed changes.
+    """
+    base, tuned = split_tuned(config.trace)
+    head, _, args = base.partition(":")
+    generated = head in _GENERATED
+    if not generated and not tuned:
+        return None
+    update: dict[str, Any] = {}
+    if generated:
+        spec = resolve_trace_spec(base, config.trace_seed)
+        seed = (_spec_seed(spec) or 0) + offset
+        _, _, spelled = spec.partition(":")
+        kept = [a for a in spelled.split(",") if a.strip() and a.strip().partition("=")[0].strip() != "seed"]
+        base = f"{head}:{','.join([*kept, f'seed={seed}'])}"
+    if tuned:
+        update["trace_seed"] = (config.trace_seed if config.trace_seed is not None else TUNED_SEED) + offset
+    update["trace"] = f"{base}@tuned" if tuned else base
+    return RunConfig.parse({**config.model_dump(), **update})
+
+
 def window_jobs(jobs: Sequence[JobRecord], window: tuple[int, int] | None) -> list[JobRecord]:
     """Jobs in submission order (numeric ids in number order), cut to ``[first, last)`` when given."""
     def key(j: JobRecord) -> tuple:
@@ -278,7 +356,7 @@ def scale_cluster(cluster: Cluster, k: int) -> Cluster:
     """Every node ``k`` times over (copies next to the original, so types stay grouped)."""
     if k == 1:
         return cluster
-    nodes = []
+    nodes: list[Node] = []
     for node in cluster.nodes:
         for c in range(k):
             nid = len(nodes)

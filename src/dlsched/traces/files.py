@@ -9,7 +9,6 @@ import contextlib
 import csv
 import gzip
 import os
-import tempfile
 from pathlib import Path
 
 from dlsched.core.errors import InputError
@@ -70,27 +69,16 @@ def csv_rows(path: str | os.PathLike[str], *, delimiter: str = ",") -> tuple[lis
 
 
 
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike[str]):
+def atomic_path(path: str | os.PathLike[str]) -> contextlib.AbstractContextManager[Path]:
     """Yield a temp path next to ``path`` and rename it over ``path`` only if the block succeeds.
 
     A crash or error half-way through writing never leaves a truncated trace behind (a later run would
-    otherwise read a silently shorter workload).
+    otherwise read a silently shorter workload), and a device, directory or symbolic link at ``path`` is
+    refused rather than replaced (see :func:`dlsched.outputs.atomic_file`).
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; a trace is an ordinary file
-    try:
-        yield Path(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    from dlsched.outputs import atomic_file
+
+    return atomic_file(path)
 
 
 def read_text(path: PathLike) -> str:
