@@ -21,6 +21,7 @@ from dlsched.core import InputError
 from dlsched.policies import SCHEDULERS, build_scheduler
 from dlsched.policies.registry import STAGES
 from dlsched.sim.engine import Engine, SimConfig
+from dlsched.sim.run import attach_oracle
 from dlsched.world.base import World, WorldConfig
 from testkit import Recorder, assert_round_invariants
 
@@ -97,7 +98,9 @@ def test_every_composition_keeps_the_invariants_every_round(case, data, seed):
     sched = case.build(seed)
     rec = Recorder(sched)
     world = World(cluster, WorldConfig(locality_penalty=1.3), seed=seed)
-    res = Engine(cluster, specs, rec, world, SimConfig(round_s=300.0, max_time_s=5400.0)).run()
+    engine = Engine(cluster, specs, rec, world, SimConfig(round_s=300.0, max_time_s=5400.0))
+    attach_oracle(rec, world, engine)  # as every run does: Gavel's profiled throughputs come from the world
+    res = engine.run()
     # the cluster does not sit idle: every trace's first job fits, so some job gets GPUs during the run
     # (Pollux's type-blind search on a cluster of several GPU types can starve a gang: see the xfail row
     # "pollux: a rigid gang that only one GPU type can hold runs there" in tests/policies/test_scenarios.py)
