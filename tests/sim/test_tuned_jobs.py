@@ -8,7 +8,7 @@ import pytest
 from dlsched.clusters import load_cluster
 from dlsched.core import Adaptivity, InputError, JobSpec
 from dlsched.sim.config import RunConfig
-from dlsched.sim.run import load_jobs
+from dlsched.sim.run_jobs import load_jobs
 from dlsched.sim.tuned_jobs import (
     Combination,
     batch_candidates,

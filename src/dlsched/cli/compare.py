@@ -53,7 +53,8 @@ def compare(
         from dlsched.sim.about import describe_runs, header_line, row_fields
         from dlsched.sim.metrics import average_summaries
         from dlsched.sim.output import check_out_dir, write_outputs
-        from dlsched.sim.run import data_notice, prepare, run_many, with_trace_seed_offset
+        from dlsched.sim.run import data_notice, prepare, run_many
+        from dlsched.sim.run_jobs import with_trace_seed_offset
         from dlsched.sim.sanity import restart_outliers
 
         if out_dir is not None:  # a bad folder fails now, not after the simulations

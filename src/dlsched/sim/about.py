@@ -43,7 +43,7 @@ def _stages(scheduler: str) -> str:
 
 def seeds_of(run: RunRecords) -> dict[str, int | None]:
     """The run's seeds; ``trace_seed`` is the one its trace was drawn with (None for a fixed trace)."""
-    from dlsched.sim.run import trace_seed_used
+    from dlsched.sim.run_jobs import trace_seed_used
 
     cfg = run.config
     return {"seed": cfg.seed, "world_seed": cfg.world_seed, "trace_seed": trace_seed_used(cfg)}

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dlsched.clusters import load_cluster
-from dlsched.core import Cluster, Decision, InputError, JobSpec, Node
+from dlsched.core import Cluster, Decision, InputError, Node
 from dlsched.core.view import ClusterView
 from dlsched.estimators.base import GoodputEstimator
 from dlsched.policies import SCHEDULERS, Scheduler, build_scheduler
@@ -29,20 +29,12 @@ from dlsched.sim.config import STAGES, RunConfig
 from dlsched.sim.engine import Engine, SimConfig
 from dlsched.sim.metrics import summarize
 from dlsched.sim.records import JobRecord, RoundRecord, Segment
-from dlsched.sim.tuned_jobs import split_suffix as split_tuned
-from dlsched.sim.tuned_jobs import tuned_jobs
-from dlsched.traces import NAMED_TRACES, resolve_trace
+from dlsched.sim.run_jobs import TUNED_SEED, file_or_name, load_jobs, resolve_trace_spec
 from dlsched.world.base import World
 
 Progress = Callable[[float, int, int], None]
 #: Called with every round's view and the scheduler's decision (benchmarks read ``Decision.info``).
 DecisionObserver = Callable[[ClusterView, Decision], None]
-#: Generated-trace families whose spec may carry ``seed=``; without one they take the config's trace_seed.
-_GENERATED = ("synthetic", "synergy")
-_TRACE_FAMILIES = frozenset(n.partition(":")[0].partition("[")[0] for n in NAMED_TRACES)
-#: Seeds used when the config gives no trace seed: the generators' own default, and TunedJobs' draw.
-GENERATOR_SEED = 1
-TUNED_SEED = 0
 
 
 class StopRun(Exception):
@@ -129,7 +121,7 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
         world_seed = config.seed if config.world_seed is None else config.world_seed
         world = World(cluster, config.world_config(), seed=world_seed)
         resolved = config.model_copy(update={
-            "cluster": _file_or_name(config.cluster), "trace": resolve_trace_spec(config.trace, config.trace_seed),
+            "cluster": file_or_name(config.cluster), "trace": resolve_trace_spec(config.trace, config.trace_seed),
             "trace_seed": config.trace_seed if config.trace_seed is not None else TUNED_SEED,
             "round_s": config.round_s if config.round_s is not None else default_round_s(config.policy),
             "world_seed": world_seed, "data_dir": data_dir, "label": policy_label(config),
@@ -248,98 +240,6 @@ def policy_label(config: RunConfig) -> str:
     return label
 
 
-def load_jobs(config: RunConfig, cluster: Cluster | None = None) -> tuple[list[JobSpec], str]:
-    """The run's jobs: the extra jobs, then the trace's first ``jobs``; ``@tuned`` applies TunedJobs."""
-    base, tuned = split_tuned(resolve_trace_spec(config.trace, config.trace_seed))
-    specs, name = resolve_trace(base)
-    if config.jobs is not None:
-        specs = specs[:config.jobs]
-    if not specs:
-        raise InputError("the trace holds no jobs", source=name)
-    if tuned:
-        if cluster is None:
-            raise InputError(f"trace '{config.trace}': @tuned needs a cluster", field="trace")
-        seed = config.trace_seed if config.trace_seed is not None else TUNED_SEED
-        specs, name = tuned_jobs(specs, cluster, seed=seed), f"{name}@tuned"
-    if config.extra_jobs:
-        specs = [*_extra_jobs(config.extra_jobs), *specs]
-        ids = [s.job_id for s in specs]
-        dup = next((i for i in ids if ids.count(i) > 1), None)
-        if dup is not None:
-            raise InputError(f"job id '{dup}' is both an extra job and a trace job", field="extra_jobs")
-    return specs, name
-
-
-def _extra_jobs(rows: Sequence[dict[str, Any]]) -> list[JobSpec]:
-    from dlsched.traces.schema import spec_from_record
-
-    return [spec_from_record({k: "" if v is None else v for k, v in row.items()}, "extra_jobs", i)
-            for i, row in enumerate(rows, start=1)]
-
-
-def resolve_trace_spec(trace: str, trace_seed: int | None) -> str:
-    """The trace as a replay needs it: a file as an absolute path (replays from any folder), a generated trace
-    with its seed spelled out (``trace_seed`` when it names none); named traces as they are."""
-    base, tuned = split_tuned(trace)
-    head, sep, args = base.partition(":")
-    if head in _GENERATED:
-        if not any(a.strip().startswith("seed=") for a in args.split(",")):
-            seed = trace_seed if trace_seed is not None else GENERATOR_SEED
-            base = f"{head}:{args},seed={seed}" if sep and args.strip() else f"{head}:seed={seed}"
-    elif head not in _TRACE_FAMILIES:
-        base = _file_or_name(base)
-    return f"{base}@tuned" if tuned else base
-
-
-def _spec_seed(spec: str) -> int | None:
-    """The ``seed=`` a generated trace spec names, or None."""
-    _, _, args = spec.partition(":")
-    for arg in args.split(","):
-        key, _, value = arg.strip().partition("=")
-        if key.strip() == "seed":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
-
-
-def trace_seed_used(config: RunConfig) -> int | None:
-    """The seed the run's trace was drawn with: a generated trace's ``seed=``, else TunedJobs' seed for
-    ``@tuned``, else None (a fixed trace: a file or a named trace)."""
-    base, tuned = split_tuned(config.trace)
-    if base.partition(":")[0] in _GENERATED:
-        return _spec_seed(resolve_trace_spec(base, config.trace_seed))
-    if tuned:
-        return config.trace_seed if config.trace_seed is not None else TUNED_SEED
-    return None
-
-
-def with_trace_seed_offset(config: RunConfig, offset: int) -> RunConfig | None:
-    """``config`` with the seed of its generated trace (and of ``@tuned``) moved on by ``offset``.
-
-    ``compare --seeds N`` uses it so that each repetition sees a different workload drawn from the same
-    distribution, not only a different world. None when the trace is fixed (a file or a named trace
-    without ``@tuned``), which no seed changes.
-    """
-    base, tuned = split_tuned(config.trace)
-    head, _, args = base.partition(":")
-    generated = head in _GENERATED
-    if not generated and not tuned:
-        return None
-    update: dict[str, Any] = {}
-    if generated:
-        spec = resolve_trace_spec(base, config.trace_seed)
-        seed = (_spec_seed(spec) or 0) + offset
-        _, _, spelled = spec.partition(":")
-        kept = [a for a in spelled.split(",") if a.strip() and a.strip().partition("=")[0].strip() != "seed"]
-        base = f"{head}:{','.join([*kept, f'seed={seed}'])}"
-    if tuned:
-        update["trace_seed"] = (config.trace_seed if config.trace_seed is not None else TUNED_SEED) + offset
-    update["trace"] = f"{base}@tuned" if tuned else base
-    return RunConfig.parse({**config.model_dump(), **update})
-
-
 def window_jobs(jobs: Sequence[JobRecord], window: tuple[int, int] | None) -> list[JobRecord]:
     """Jobs in submission order (numeric ids in number order), cut to ``[first, last)`` when given."""
     def key(j: JobRecord) -> tuple:
@@ -396,11 +296,6 @@ def data_env(path: str | None) -> Iterator[None]:
             os.environ.pop(ENV_VAR, None)
         else:
             os.environ[ENV_VAR] = old
-
-
-def _file_or_name(text: str) -> str:
-    path = Path(text).expanduser()
-    return str(path.resolve()) if path.is_file() else text
 
 
 class _Observed:

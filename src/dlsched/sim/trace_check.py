@@ -3,7 +3,7 @@
 A trace can be well-formed and still unrunnable: a job of a model the world has no profile for, a batch
 beyond the model's largest, work that would take more than a year, or (given a cluster) a gang larger than
 any GPU type's pool. The engine refuses these before a run; checking them here with the same function
-(:func:`~dlsched.sim.engine.validate_jobs`) means ``trace validate`` says "ok" only for a trace that runs.
+(:func:`~dlsched.sim.job_checks.validate_jobs`) means ``trace validate`` says "ok" only for a trace that runs.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from dlsched.clusters import load_cluster
 from dlsched.core import JobSpec
-from dlsched.sim.engine import validate_jobs
+from dlsched.sim.job_checks import validate_jobs
 from dlsched.world.base import World, WorldConfig
 
 #: Cluster whose world decides which models are known when no cluster is named (its fit is not checked).
