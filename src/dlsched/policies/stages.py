@@ -164,6 +164,23 @@ class AllocationStage(ABC):
         return self.name
 
 
+class EstimatingAllocation(AllocationStage):
+    """An allocation that asks a goodput estimator. It holds the estimator in ``estimator``: its own learned
+    one, or the simulator's oracle once attached (None until then when the stage needs the oracle)."""
+
+    estimator: GoodputEstimator | None = None
+
+    def attach_estimator(self, estimator: GoodputEstimator) -> None:
+        self.estimator = estimator
+
+    def require_estimator(self) -> GoodputEstimator:
+        """The estimator; an error if the stage needs the oracle and the run did not attach one."""
+        if self.estimator is None:
+            raise RuntimeError(f"allocation '{self.name}' needs the simulator's oracle "
+                               f"(every run attaches it: dlsched.sim.run.attach_oracle)")
+        return self.estimator
+
+
 class PlacementStage(ABC):
     """Which exact GPUs each demand gets; demands it cannot place this round get none."""
 

@@ -51,7 +51,7 @@ from dlsched.policies.gavel.lp import (
     reference_throughputs,
     solve_allocation,
 )
-from dlsched.policies.stages import AllocationStage, AllocationTraits, Demand, Plan, ProfileRequest
+from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan, ProfileRequest
 
 
 def rigid_view(job: JobView) -> JobView:
@@ -77,7 +77,7 @@ FTF_AGES = ("isolated-time", "wall-clock")
 
 
 @dataclass
-class GavelAllocation(AllocationStage):
+class GavelAllocation(EstimatingAllocation):
     """Gavel's policies and leases; the fields are its tunables, defaults as Gavel's code (:mod:`.lp`).
 
     State carried across rounds: the estimator, the time each job received per type and the time given
@@ -119,7 +119,7 @@ class GavelAllocation(AllocationStage):
             value = getattr(self, field_name)
             if value not in allowed:
                 raise ValueError(f"unknown {field_name} '{value}' (one of: {', '.join(allowed)})")
-        self.estimator: GoodputEstimator | None = None
+        self.estimator = None
         if self.throughputs == "bootstrap":
             from dlsched.estimators.goodput import LearnedGoodputEstimator
 
@@ -137,14 +137,6 @@ class GavelAllocation(AllocationStage):
 
     def needs_oracle(self) -> bool:
         return self.throughputs == "profiled"
-
-    def attach_estimator(self, estimator: GoodputEstimator) -> None:
-        self.estimator = estimator
-
-    def _estimator(self) -> GoodputEstimator:
-        if self.estimator is None:
-            raise RuntimeError("gavel with throughputs=profiled needs the simulator's oracle (attach_oracle)")
-        return self.estimator
 
     def _profiles_jobs(self) -> bool:
         return self.throughputs == "bootstrap" and self.profile
@@ -164,7 +156,7 @@ class GavelAllocation(AllocationStage):
         if k > gpus_of_type or not job.spec.allows_gpu_type(gpu_type):
             return 0.0
         nodes = max(1, math.ceil(k / max(per_node, 1)))
-        out = self._estimator().evaluate_many(rigid_view(job), gpu_type, np.array([[nodes, k]]))
+        out = self.require_estimator().evaluate_many(rigid_view(job), gpu_type, np.array([[nodes, k]]))
         if not out.goodput[0] > 0:
             return 0.0
         value = float(out.throughput_sps[0])
@@ -183,7 +175,7 @@ class GavelAllocation(AllocationStage):
     # -- one engine round ------------------------------------------------------------------------------
     def allocate(self, view: ClusterView, ordered: list[JobView]) -> Plan:
         t_est = time.perf_counter()
-        self._estimator().update(view)
+        self.require_estimator().update(view)
         t_est = time.perf_counter() - t_est
         active = {j.job_id: j for j in view.jobs}
         for job_id in [k for k in self._job_time if k not in active]:

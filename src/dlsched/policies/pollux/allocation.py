@@ -31,13 +31,13 @@ from dlsched.core.ranges import DAY_S, ranged
 from dlsched.estimators.base import GoodputEstimator
 from dlsched.policies.pollux.genetic import STATE_DTYPE, AllocationProblem
 from dlsched.policies.pollux.speedup import VirtualCluster, fix_mixed_types, speedup_table, trim_counts
-from dlsched.policies.stages import AllocationStage, AllocationTraits, Demand, Plan
+from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan
 
 SPEEDUP_BASES = ("fair", "one-gpu")
 
 
 @dataclass
-class PolluxAllocation(AllocationStage):
+class PolluxAllocation(EstimatingAllocation):
     """Pollux's search; the fields are its tunables, with the defaults of the paper and the Sia comparison.
 
     State carried across rounds: the estimator, the largest GPU count each job has run on (exploration
@@ -72,7 +72,7 @@ class PolluxAllocation(AllocationStage):
             raise ValueError(f"speedup_base must be 'fair' or 'one-gpu', got '{self.speedup_base}'")
         from dlsched.estimators.goodput import LearnedGoodputEstimator
 
-        self.estimator: GoodputEstimator = LearnedGoodputEstimator(mode="none", hetero_aware=False)
+        self.estimator = LearnedGoodputEstimator(mode="none", hetero_aware=False)
         self.rng = np.random.default_rng(self.seed)
         self._vc: VirtualCluster | None = None
         self._cluster: Cluster | None = None
@@ -81,9 +81,6 @@ class PolluxAllocation(AllocationStage):
         self._prev_pop: np.ndarray | None = None
         #: Wall time of the genetic search in each round (for benchmarks).
         self.search_s: list[float] = []
-
-    def attach_estimator(self, estimator: GoodputEstimator) -> None:
-        self.estimator = estimator
 
     def describe(self) -> str:
         return f"{self.name} (p={self.p}, population={self.population}, generations={self.generations})"
@@ -109,7 +106,7 @@ class PolluxAllocation(AllocationStage):
         return max(cap, min(j.spec.lower_gpus, self.max_replicas, total))
 
     def _goodput_fn(self, j: JobView, gtype: str) -> Callable[[np.ndarray], np.ndarray | None]:
-        est = self.estimator
+        est = self.require_estimator()
 
         def fn(shapes: np.ndarray) -> np.ndarray | None:
             first = est.estimate(j, gtype, int(shapes[0, 0]), int(shapes[0, 1]))
@@ -131,7 +128,7 @@ class PolluxAllocation(AllocationStage):
         cluster = view.cluster
         vc = self.virtual(cluster)
         t_est = time.perf_counter()
-        self.estimator.update(view)
+        self.require_estimator().update(view)
         t_est = time.perf_counter() - t_est
         for j in view.jobs:
             seen = max((o.num_gpus for o in j.throughput_obs), default=0)

@@ -46,7 +46,7 @@ from dlsched.policies.sia.problem import (
     candidates_of,
 )
 from dlsched.policies.sia.profiling import ProfilePlanner, ProfileRequest
-from dlsched.policies.stages import AllocationStage, AllocationTraits, Demand, Plan, Shape
+from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan, Shape
 from dlsched.solvers import AssignmentProblem, AssignmentResult, IncrementalAssignment, solve_assignment
 
 PROFILING_MODES = ("bootstrap", "oracle", "none")
@@ -79,7 +79,7 @@ def parse_reservation(item: str) -> tuple[str, int]:
 
 
 @dataclass
-class SiaAllocation(AllocationStage):
+class SiaAllocation(EstimatingAllocation):
     """The Sia policy's allocation (see the module docstring); the fields are its tunables.
 
     State carried across rounds: the estimator (bootstrapped throughput models refined by observations),
@@ -122,7 +122,7 @@ class SiaAllocation(AllocationStage):
 
     def __post_init__(self) -> None:
         self._validate()
-        self.estimator: GoodputEstimator | None = None
+        self.estimator = None
         if self.profiling != "oracle":
             from dlsched.estimators.goodput import LearnedGoodputEstimator
 
@@ -160,14 +160,6 @@ class SiaAllocation(AllocationStage):
     def needs_oracle(self) -> bool:
         return self.profiling == "oracle"
 
-    def attach_estimator(self, estimator: GoodputEstimator) -> None:
-        self.estimator = estimator
-
-    def _ensure_estimator(self) -> GoodputEstimator:
-        if self.estimator is None:
-            raise RuntimeError("Sia with profiling=oracle needs the simulator's oracle (attach_oracle)")
-        return self.estimator
-
     def describe(self) -> str:
         return (f"sia (p={self.p}, lambda_={self.lambda_}, restart_factor={self.restart_factor}, tau={self.tau}, "
                 f"profiling={self.profiling}, solver={self.solver})")
@@ -176,7 +168,7 @@ class SiaAllocation(AllocationStage):
     def allocate(self, view: ClusterView, ordered: list[JobView]) -> Plan:
         cluster = view.cluster
         cs = self._config_set(cluster)
-        est = self._ensure_estimator()
+        est = self.require_estimator()
         t_est = time.perf_counter()
         est.update(view)
         estimator_s = time.perf_counter() - t_est
@@ -281,7 +273,7 @@ class SiaAllocation(AllocationStage):
 
     def _penalty_s(self, job: JobView) -> float:
         """The job's restart cost S_i: what the estimator knows, else the per-model table, else the tunable."""
-        known = self._ensure_estimator().restart_delay_s(job)
+        known = self.require_estimator().restart_delay_s(job)
         if known is not None and known > 0:
             return float(known)
         return RESTART_PENALTY_S.get(job.spec.model, self.restart_penalty_s)
@@ -297,7 +289,7 @@ class SiaAllocation(AllocationStage):
         """Whether a type without a goodput estimate is worth a minimal try (never profiled there)."""
         if self.profiling == "oracle":
             return False
-        if gtype in self._ensure_estimator().unusable_types(job):
+        if gtype in self.require_estimator().unusable_types(job):
             return False  # it tried and reported that it cannot run there
         return gtype not in job.profiled_types
 
