@@ -42,7 +42,6 @@ import numpy as np
 
 from dlsched.core import Adaptivity, ClusterView, JobView
 from dlsched.core.ranges import DAY_S, ranged
-from dlsched.estimators.base import GoodputEstimator
 from dlsched.policies.gavel.lp import (
     FTF_ISOLATED,
     LP_METHODS,

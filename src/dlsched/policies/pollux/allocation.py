@@ -28,7 +28,6 @@ import numpy as np
 
 from dlsched.core import Cluster, ClusterView, JobView
 from dlsched.core.ranges import DAY_S, ranged
-from dlsched.estimators.base import GoodputEstimator
 from dlsched.policies.pollux.genetic import STATE_DTYPE, AllocationProblem
 from dlsched.policies.pollux.speedup import VirtualCluster, fix_mixed_types, speedup_table, trim_counts
 from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan

@@ -34,7 +34,6 @@ import numpy as np
 
 from dlsched.core import Adaptivity, Cluster, ClusterView, InputError, JobStatus, JobView
 from dlsched.core.ranges import DAY_S, ranged
-from dlsched.estimators.base import GoodputEstimator
 from dlsched.policies.sia.accounting import RESTART_PENALTY_S, TimeShare, restart_factor
 from dlsched.policies.sia.configs import ConfigSet, build_config_set, current_config, reserved_gpus
 from dlsched.policies.sia.problem import (
