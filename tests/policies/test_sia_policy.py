@@ -17,6 +17,7 @@ from dlsched.core import (
     JobStatus,
     JobView,
     Placement,
+    ThroughputObservation,
 )
 from dlsched.policies import build_scheduler
 from dlsched.policies.sia import (
@@ -174,6 +175,19 @@ def test_gpu_count_at_most_doubles_per_round():
     s2 = sia(max_doubling=False)
     d = s2.schedule(view([jv(spec("a"), placement=[8])]))
     assert len(d.allocations["a"].placement) == 8  # alone in the cluster: the whole a100 node
+
+
+@pytest.mark.parametrize(("growth_cap", "expected"), [("current", 2), ("largest-seen", 8)])
+def test_growth_cap_doubles_the_current_or_the_largest_count_seen(growth_cap, expected):
+    # the job ran on 4 a100 GPUs before and runs on 1 now: 'current' doubles 1, 'largest-seen' doubles 4
+    s = sia(growth_cap=growth_cap)
+    job = jv(spec("a", num_gpus=8), placement=[8])
+    job.throughput_obs = [ThroughputObservation(time_s=0.0, gpu_type="a100", num_nodes=1, num_gpus=4, local_bsz=64,
+                                                accum_steps=1, step_time_s=0.1, sync_time_s=0.01)]
+    d = s.schedule(view([job]))
+    assert len(d.allocations["a"].placement) == expected
+    with pytest.raises(InputError):
+        build_scheduler("sia", settings={"growth_cap": "sometimes"})
 
 
 def test_minimum_gpu_count_is_respected():

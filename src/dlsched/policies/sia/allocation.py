@@ -50,6 +50,7 @@ from dlsched.solvers import AssignmentProblem, AssignmentResult, IncrementalAssi
 
 PROFILING_MODES = ("bootstrap", "oracle", "none")
 SOLVERS = ("auto", "milp", "lp-round", "incremental")
+GROWTH_CAPS = ("current", "largest-seen")
 #: Default window of the time-varying penalty when switched on without a value (section 3.5.6).
 DEFAULT_TAU_S = 300.0
 
@@ -105,6 +106,9 @@ class SiaAllocation(EstimatingAllocation):
     milp_max_options: int = ranged(2500, 0, 1_000_000)
     #: Limit GPU-count growth to 2x per round (jobs start from their minimum).
     max_doubling: bool = True
+    #: What the 2x limit doubles: ``current`` (the job's GPU count now) or ``largest-seen`` (the largest
+    #: count the job has been profiled or has run at, which lets a shrunk job grow back at once).
+    growth_cap: str = "current"
     #: Keep the configuration of jobs in the middle of a checkpoint-restore (as Sia's artifact does).
     keep_restarting: bool = True
     #: Job ids that may never be preempted once running (their configuration is forced).
@@ -129,6 +133,8 @@ class SiaAllocation(EstimatingAllocation):
         self._configs: tuple[int, ConfigSet] | None = None
         self._incremental: IncrementalAssignment | None = None
         self._cands: dict[str, Candidates | None] = {}
+        #: Largest GPU count each job has been profiled or has run at (for ``growth_cap=largest-seen``).
+        self._largest_seen: dict[str, int] = {}
         self._planner = ProfilePlanner(self.max_profile_share)
         self._timeshare = TimeShare(self.lambda_, self.tau)
         self._reservations = [parse_reservation(r) for r in self.reserve]
@@ -141,6 +147,8 @@ class SiaAllocation(EstimatingAllocation):
             raise ValueError(f"profiling must be one of {', '.join(PROFILING_MODES)}, got '{self.profiling}'")
         if self.solver not in SOLVERS:
             raise ValueError(f"solver must be one of {', '.join(SOLVERS)}, got '{self.solver}'")
+        if self.growth_cap not in GROWTH_CAPS:
+            raise ValueError(f"growth_cap must be one of {', '.join(GROWTH_CAPS)}, got '{self.growth_cap}'")
         rf = str(self.restart_factor).strip().lower()
         rf = {"on": "sia", "true": "sia", "eq3.3": "sia", "formula": "sia",
               "none": "off", "false": "off", "0": "off", "no": "off"}.get(rf, rf)
@@ -173,6 +181,10 @@ class SiaAllocation(EstimatingAllocation):
         estimator_s = time.perf_counter() - t_est
         active = {j.job_id for j in view.jobs}
         self._cands = {k: v for k, v in self._cands.items() if k in active}
+        self._largest_seen = {k: v for k, v in self._largest_seen.items() if k in active}
+        for j in view.jobs:
+            seen = max([len(j.placement), *(o.num_gpus for o in j.throughput_obs)])
+            self._largest_seen[j.job_id] = max(self._largest_seen.get(j.job_id, 0), seen)
         self._planner.forget(active)
         self._timeshare.forget(active)
         self._timeshare.track(view)
@@ -195,7 +207,8 @@ class SiaAllocation(EstimatingAllocation):
         capacity = cs.capacity - reserved - profile_use
         eligible = [j for j in ordered if self._eligible(j) and j.job_id not in profiled_now]
         t_build = time.perf_counter()
-        inputs = RoundInputs(view=view, cs=cs, cur_config=cur_config, forced_ids=forced_ids, capacity=capacity)
+        inputs = RoundInputs(view=view, cs=cs, cur_config=cur_config, forced_ids=forced_ids, capacity=capacity,
+                             growth_base=self._largest_seen if self.growth_cap == "largest-seen" else None)
         objective = Objective(p=self.p, lambda_=self.lambda_, max_doubling=self.max_doubling,
                               time_varying=self.tau is not None)
         opts = build_options(inputs, eligible, est, lambda j: self._candidates(cs, j), self._explore,

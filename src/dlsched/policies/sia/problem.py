@@ -108,6 +108,9 @@ class RoundInputs:
     cur_config: dict[str, tuple[int, int, int]]
     forced_ids: set[str]
     capacity: np.ndarray
+    #: Per job, the GPU count whose double caps its growth this round (``max_doubling``); jobs not named
+    #: use their current count.
+    growth_base: dict[str, int] | None = None
 
 
 def build_options(inp: RoundInputs, jobs: list[JobView], est: GoodputEstimator,
@@ -150,7 +153,7 @@ def build_options(inp: RoundInputs, jobs: list[JobView], est: GoodputEstimator,
         used.append(job)
         sizes.append(n_job)
         c = inp.cur_config.get(job.job_id)
-        now.append(len(job.placement))
+        now.append(len(job.placement) if inp.growth_base is None else inp.growth_base.get(job.job_id, len(job.placement)))
         cur_t.append(-1 if c is None else c[0])
         cur_k.append(-1 if c is None else c[2])
         rigid.append(cand.rigid)
