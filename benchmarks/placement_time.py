@@ -1,6 +1,6 @@
 """Placement time per scheduling round of PAL and PM-First, at 64 to 27,000 GPUs (PAL, SC'24, figure 18).
 
-Each measurement times the placement stage alone (``place(view, demands)``) over a sequence of rounds. A
+Each measurement times the placement stage alone (``place(view, plan)``) over a sequence of rounds. A
 round's queue is a Synergy-style mix of jobs (Philly GPU demands, PAL's models) whose summed demand is
 ``load`` times the cluster, ordered FIFO and cut by the rigid-gang allocation, as in a saturated cluster;
 between rounds a random fifth of the jobs finish and new ones arrive. GPU PM-scores are drawn from the
@@ -95,9 +95,9 @@ def measure(name: str, num_gpus: int, rounds: int, load: float, seed: int) -> di
                 demand += j.spec.num_gpus
         view = ClusterView(time_s=r * 360.0, round_s=360.0, cluster=cluster, jobs=jobs, gpu_scores=scores,
                            model_class=PAL_MODEL_CLASSES)
-        demands = allocation.allocate(view, ordering.order(view, jobs))
+        plan = allocation.allocate(view, ordering.order(view, jobs))
         t0 = time.perf_counter()
-        decision = placement.place(view, demands)
+        decision = placement.place(view, plan)
         times.append(time.perf_counter() - t0)
         per_round.append(len(decision.allocations))
     return {"placement": name, "gpus": cluster.num_gpus, "median_s": statistics.median(times), "max_s": max(times),
