@@ -34,11 +34,11 @@ def _span(values: Sequence[int]) -> str:
     return ",".join(str(v) for v in vals)
 
 
-def _stages(scheduler: str) -> str:
-    """``sia (admission=all, ordering=fifo, ...)`` as ``all/fifo/sia/sia/none``."""
-    _, _, inner = scheduler.partition("(")
-    parts = [p.partition("=")[2].strip() for p in inner.rstrip(")").split(",")]
-    return "/".join(parts) if all(parts) else scheduler
+def _stages(run: RunRecords) -> str:
+    """The run's five stages from its resolved configuration, as ``all/fifo/sia/sia/none``."""
+    from dlsched.sim.config import STAGES
+
+    return "/".join(str(getattr(run.config, kind)) for kind in STAGES)
 
 
 def seeds_of(run: RunRecords) -> dict[str, int | None]:
@@ -67,7 +67,7 @@ def describe_runs(runs: Sequence[RunRecords]) -> dict[str, Any]:
     """The runs as plain data: version, clusters, traces, policies (label -> stages) and each seed's values."""
     policies: dict[str, str] = {}
     for r in runs:
-        policies.setdefault(r.label, r.scheduler)
+        policies.setdefault(r.label, _stages(r))
     traces = list(dict.fromkeys(r.trace_name for r in runs))
     if len(traces) > 1:  # one generated trace under several seeds: name it once, the seeds follow
         traces = list(dict.fromkeys(re.sub(r"seed=\d+", "seed=*", t) for t in traces))
@@ -104,6 +104,6 @@ def header_line(about: dict[str, Any]) -> str:
             continue  # one generated trace names its seed itself; a fixed trace has none
         if values and (key == "seed" or values != about.get("seed_values")):
             parts.append(f"{name}{'s' if len(values) > 1 else ''} {_span(values)}")
-    parts += [f"policy {label} {_stages(s)}" for label, s in about["policies"].items()]
+    parts += [f"policy {label} {stages}" for label, stages in about["policies"].items()]
     parts.append("stages: admission/ordering/allocation/placement/coordination")
     return " | ".join(parts)

@@ -25,14 +25,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from dlsched.core import InputError
 from dlsched.core.ranges import DAY_S, YEAR_S, Range
+from dlsched.policies.registry import STAGE_KINDS
 from dlsched.world.base import WorldConfig
 
 DEFAULT_CLUSTER = "sia-hetero-64"
 #: Loads sia-hetero-64 enough that schedulers differ (325 jobs in 4 hours; see the README for the table).
 DEFAULT_TRACE = "synthetic:rate=80,hours=4,seed=1"
 DEFAULT_POLICY = "fifo"
-#: Stages a configuration may swap, in pipeline order.
-STAGES: tuple[str, ...] = ("admission", "ordering", "allocation", "placement", "coordination")
+#: Stages a configuration may swap, in pipeline order (the registry's stage kinds).
+STAGES: tuple[str, ...] = STAGE_KINDS
 #: Engine limits that ``--set`` may also carry (they used to be set that way).
 ENGINE_KEYS: tuple[str, ...] = ("max_time_s", "stall_rounds")
 #: Keys ``config.json`` records for people that a replay does not read back.
