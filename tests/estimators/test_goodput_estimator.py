@@ -28,9 +28,9 @@ from dlsched.world.base import World
 from testkit import small_cluster
 
 CLUSTER = small_cluster((("t4", 2, 4), ("a100", 1, 4)))
-A = ThroughputParams(alpha_c=0.02, beta_c=0.0005, alpha_n=0.01, beta_n=0.002, alpha_r=0.05, beta_r=0.004, gamma=1.0)
+A = ThroughputParams(alpha_c=0.02, beta_c=0.0005, alpha_r=0.01, beta_r=0.002, alpha_n=0.05, beta_n=0.004, gamma=1.0)
 #: Type B computes exactly 2.5x faster than A at every batch size (so eq. 3.1 has one unambiguous ratio).
-B = ThroughputParams(alpha_c=0.008, beta_c=0.0002, alpha_n=0.004, beta_n=0.001, alpha_r=0.02, beta_r=0.001,
+B = ThroughputParams(alpha_c=0.008, beta_c=0.0002, alpha_r=0.004, beta_r=0.001, alpha_n=0.02, beta_n=0.001,
                      gamma=1.0)
 SHAPES = np.array([[1, 1], [1, 2], [1, 4], [2, 8], [1, 3], [2, 1]])
 

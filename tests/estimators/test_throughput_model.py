@@ -17,7 +17,7 @@ from dlsched.estimators.throughput_model import (
 )
 from dlsched.world.throughput import ThroughputModel
 
-TRUE = ThroughputParams(alpha_c=0.02, beta_c=0.0005, alpha_n=0.01, beta_n=0.002, alpha_r=0.05, beta_r=0.004,
+TRUE = ThroughputParams(alpha_c=0.02, beta_c=0.0005, alpha_r=0.01, beta_r=0.002, alpha_n=0.05, beta_n=0.004,
                         gamma=1.6)
 
 
@@ -47,11 +47,11 @@ def test_step_time_follows_the_formula():
     # one GPU: no sync at all
     assert float(step_time(p, 1, 1, b, s)) == pytest.approx(s * t_grad)
     # inside a node, K = 4
-    t_sync = p.alpha_n + p.beta_n * 2
+    t_sync = p.alpha_r + p.beta_r * 2
     expect = (s - 1) * t_grad + (t_grad ** p.gamma + t_sync ** p.gamma) ** (1 / p.gamma)
     assert float(step_time(p, 1, 4, b, s)) == pytest.approx(expect)
     # across nodes, K = 8
-    t_sync = p.alpha_r + p.beta_r * 6
+    t_sync = p.alpha_n + p.beta_n * 6
     expect = (s - 1) * t_grad + (t_grad ** p.gamma + t_sync ** p.gamma) ** (1 / p.gamma)
     assert float(step_time(p, 2, 8, b, s)) == pytest.approx(expect)
     # a pipeline of 4 stages adds a bubble of 3 micro-batches
@@ -76,9 +76,9 @@ def test_fit_recovers_known_parameters_from_rich_data():
     fit = fit_params(obs)
     assert fit.alpha_c == pytest.approx(TRUE.alpha_c, rel=0.02)
     assert fit.beta_c == pytest.approx(TRUE.beta_c, rel=0.02)
-    assert fit.alpha_n == pytest.approx(TRUE.alpha_n, rel=0.15)
     assert fit.alpha_r == pytest.approx(TRUE.alpha_r, rel=0.15)
-    assert fit.beta_r == pytest.approx(TRUE.beta_r, rel=0.15)
+    assert fit.alpha_n == pytest.approx(TRUE.alpha_n, rel=0.15)
+    assert fit.beta_n == pytest.approx(TRUE.beta_n, rel=0.15)
     assert fit.gamma == pytest.approx(TRUE.gamma, rel=0.15)
     # whatever small trade-offs remain between parameters, the predictions match
     n, k, b = np.array([1, 1, 2, 3]), np.array([2, 8, 12, 24]), np.array([32, 100, 200, 48])
@@ -106,9 +106,9 @@ def test_one_local_batch_size_pins_the_fixed_cost():
 def test_in_node_data_only_sets_cross_node_prior():
     configs = [(1, 1, b, 1) for b in (16, 64, 256)] + [(1, 2, b, 1) for b in (16, 64, 256)]
     fit = fit_params(observe(TRUE, configs))
-    assert fit.alpha_n > 0
-    assert fit.beta_n == 0.0  # no K > 2 yet
-    assert fit.alpha_r == pytest.approx(CROSS_NODE_PRIOR * fit.alpha_n)
+    assert fit.alpha_r > 0
+    assert fit.beta_r == 0.0  # no K > 2 yet
+    assert fit.alpha_n == pytest.approx(CROSS_NODE_PRIOR * fit.alpha_r)
     assert float(step_time(fit, 1, 2, 64, 1)) == pytest.approx(float(step_time(TRUE, 1, 2, 64, 1)), rel=0.02)
 
 

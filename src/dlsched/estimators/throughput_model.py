@@ -5,8 +5,9 @@ type). For ``K`` GPUs over ``N`` nodes, a local (per-GPU, or per-pipeline) micro
 ``s`` gradient-accumulation micro-steps:
 
 * compute of one micro-batch: ``T_grad = alpha_c + beta_c * b``;
-* gradient synchronisation: ``T_sync = 0`` on one GPU, ``alpha_n + beta_n * (K - 2)`` inside one node,
-  ``alpha_r + beta_r * (K - 2)`` across nodes;
+* gradient synchronisation: ``T_sync = 0`` on one GPU, ``alpha_r + beta_r * (K - 2)`` inside one node,
+  ``alpha_n + beta_n * (K - 2)`` across nodes (AdaptDL's names: ``_n`` is the inter-node network, ``_r`` the
+  link between replicas of one node, so parameters fitted by AdaptDL mean the same here);
 * one optimizer step: ``(s - 1 + P - 1) * T_grad + (T_grad**gamma + T_sync**gamma)**(1/gamma)``: the last
   micro-step's backward pass overlaps the all-reduce (``gamma = 1``: no overlap, large: full overlap), and a
   hybrid-parallel job with ``P`` pipeline stages pays a pipeline bubble of ``P - 1`` micro-batches.
@@ -16,7 +17,8 @@ sees a handful of configurations per job, and seven parameters is what a few obs
 fit follows Pollux's recipe (``adaptdl.goodput.fit_perf_params``) so that a few observations give sane
 parameters: a parameter is *pinned* until data that can identify it exists (no sync terms before any
 multi-GPU observation, which is Sia's one-time "perfect scaling" assumption; no per-GPU sync slope before
-``K > 2``; cross-node terms default to 10% above in-node ones until a multi-node observation), ``gamma`` is
+``K > 2``; cross-node terms ``alpha_n, beta_n`` default to 10% above the in-node ``alpha_r, beta_r`` until a
+multi-node observation), ``gamma`` is
 regularised towards 1, and residuals are log-errors of step time and of per-micro-batch compute time with
 one weight per distinct configuration (so a placement that ran for a hundred rounds does not drown the
 profile of the others).
@@ -47,8 +49,10 @@ class ThroughputParams:
 
     alpha_c: float
     beta_c: float
+    #: Sync across nodes (AdaptDL's inter-node network terms).
     alpha_n: float = 0.0
     beta_n: float = 0.0
+    #: Sync between the replicas of one node (AdaptDL's intra-node terms).
     alpha_r: float = 0.0
     beta_r: float = 0.0
     gamma: float = 1.0
@@ -75,8 +79,8 @@ def sync_time(p: ThroughputParams, num_nodes: np.ndarray | float, num_gpus: np.n
     """``T_sync``: seconds of gradient all-reduce (0 on one GPU)."""
     n = np.asarray(num_nodes, dtype=float)
     k = np.asarray(num_gpus, dtype=float)
-    in_node = p.alpha_n + p.beta_n * (k - 2.0)
-    across = p.alpha_r + p.beta_r * (k - 2.0)
+    in_node = p.alpha_r + p.beta_r * (k - 2.0)
+    across = p.alpha_n + p.beta_n * (k - 2.0)
     return np.where(k <= 1.0, 0.0, np.maximum(np.where(n <= 1.0, in_node, across), 0.0))
 
 
@@ -161,8 +165,8 @@ class ObservationSet:
     def structure(self) -> tuple[bool, bool, bool, bool, bool]:
         """Which parameter groups the data can identify (the pinning pattern of :func:`fit_params`).
 
-        (alpha_c: two or more local batch sizes; alpha_n: a multi-GPU single-node point; alpha_r: a
-        multi-node point; beta_n/beta_r: a point with more than two GPUs; gamma: any multi-GPU point.)
+        (alpha_c: two or more local batch sizes; alpha_r: a multi-GPU single-node point; alpha_n: a
+        multi-node point; beta_r/beta_n: a point with more than two GPUs; gamma: any multi-GPU point.)
         """
         return (len(self._bsz) > 1, self._in_node > 0, self._multi_node > 0, self._many > 0, self.multi_gpu > 0)
 
@@ -202,7 +206,7 @@ def fit_params(obs: ObservationSet, start: ThroughputParams | None = None) -> Th
     d = obs.arrays()
     if len(d["count"]) == 0:
         raise ValueError("no observations to fit")
-    fit_alpha_c, fit_alpha_n, fit_alpha_r, fit_beta_k, fit_gamma = obs.structure()
+    fit_alpha_c, fit_alpha_r, fit_alpha_n, fit_beta_k, fit_gamma = obs.structure()
     stages = obs.stages
     alpha_c0, beta_c0 = _initial_compute(d["bsz"], d["log_grad"], d["log_step"], d["accum"], d["gpus"], stages,
                                          fit_alpha_c)
@@ -220,9 +224,9 @@ def fit_params(obs: ObservationSet, start: ThroughputParams | None = None) -> Th
         in_node = multi & (d["nodes"] <= 1)
         across = multi & (d["nodes"] > 1)
         if np.any(in_node):
-            x0[2] = float(np.mean(extra[in_node]))
+            x0[4] = float(np.mean(extra[in_node]))
         if np.any(across):
-            x0[4] = float(np.mean(extra[across]))
+            x0[2] = float(np.mean(extra[across]))
     if start is not None:
         prev = start.to_array()
         x0 = np.where(prev > 0, prev, x0)
@@ -269,10 +273,10 @@ def fit_params(obs: ObservationSet, start: ThroughputParams | None = None) -> Th
             x[idx] = res.x
         except (ValueError, np.linalg.LinAlgError):  # pragma: no cover - degenerate data; keep the start
             x[idx] = x_free0
-    if not fit_alpha_r:
+    if not fit_alpha_n:
         # Pollux's prior: without cross-node data, cross-node sync is a little slower than in-node sync.
-        x[4] = max(x[4], CROSS_NODE_PRIOR * x[2])
-        x[5] = max(x[5], CROSS_NODE_PRIOR * x[3])
+        x[2] = max(x[2], CROSS_NODE_PRIOR * x[4])
+        x[3] = max(x[3], CROSS_NODE_PRIOR * x[5])
     return ThroughputParams.from_array(x)
 
 
