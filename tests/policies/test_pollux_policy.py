@@ -115,6 +115,23 @@ def test_mixed_allocation_is_fixed_in_the_decision():
     assert d.allocations["j0"].placement.gpus == (4, 5)
 
 
+def test_a_gang_cut_by_the_type_fix_is_topped_up_on_its_type():
+    # 2-GPU virtual nodes: t4 (v0), a100 (v1, v2). The type-blind search spreads a rigid 4-GPU gang over
+    # t4 and a100; the fix keeps the a100 half, and the gang takes the free a100 virtual node to run whole.
+    cluster = small_cluster((("t4", 1, 2), ("a100", 1, 4)))
+    vc = VirtualCluster.of(cluster)
+    gang = job_view(0, adaptivity=Adaptivity.RIGID, num_gpus=4)
+    demands = PolluxAllocation._demands(cluster, vc, [gang], np.array([[2, 2, 0]]))
+    assert [(d.gpu_type, d.num_gpus, d.spread) for d in demands] == [("a100", 4, (((2, 3), 2), ((4, 5), 2)))]
+    # with the other a100 node held by another job, the gang cannot be whole on a100 and waits
+    other = job_view(1)
+    demands = PolluxAllocation._demands(cluster, vc, [gang, other], np.array([[2, 2, 0], [0, 0, 2]]))
+    assert [(d.job.job_id, d.gpu_type, d.num_gpus) for d in demands] == [("j1", "a100", 2)]
+    # an adaptive job keeps only what the fix leaves it: the other type's GPUs idle this round
+    demands = PolluxAllocation._demands(cluster, vc, [other], np.array([[2, 2, 0]]))
+    assert [(d.gpu_type, d.num_gpus) for d in demands] == [("a100", 2)]
+
+
 # -- fitness -------------------------------------------------------------------------------------------------
 def test_power_mean_is_pollux_harmonic_mean_at_p_minus_one():
     s = np.array([[1.0, 3.0], [0.0, 2.0]])
@@ -262,6 +279,11 @@ def test_registry_builds_pollux_with_tunables_and_rejects_unknown_keys():
         build_scheduler("pollux", ordering="las")  # Pollux ranks jobs through its fitness
     with pytest.raises(InputError):
         build_scheduler("pollux", placement="packed-sticky", settings={"speedup_base": "median"})
+    with pytest.raises(InputError) as e:
+        build_scheduler("pollux", settings={"batch_search": "coarse"})
+    assert e.value.field == "batch_search"
+    a = build_scheduler("pollux", settings={"speedup_base": "fair-spread", "batch_search": "dense"}).allocation
+    assert a.speedup_base == "fair-spread" and a.require_estimator().batch_search == "dense"
     with pytest.raises(InputError) as e:
         build_scheduler("fifo", placement="pollux")  # nobody planned per-node counts
     assert "pollux" in str(e.value) and "gang" in str(e.value)

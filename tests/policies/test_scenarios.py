@@ -379,11 +379,7 @@ POLLUX = [
     row("pollux: a rigid gang that only one GPU type can hold runs there",
         job("r", 4),
         cluster=T4_PAIR_A100_QUAD, policy="pollux", estimator=POLLUX_EST, settings=POLLUX_SET,
-        expect={"r": Runs("a100", 4, (1,), (2, 3, 4, 5))},
-        marks=pytest.mark.xfail(strict=True, reason=(
-            "src bug: Pollux's virtual nodes are 2 GPUs here; its type-blind search gives the gang 2 t4 + 2 a100 "
-            "GPUs, the mixed-type fix then keeps 2 a100 GPUs, fewer than the gang, and the job is dropped "
-            "every round although the 4 a100 GPUs are free"))),
+        expect={"r": Runs("a100", 4, (1,), (2, 3, 4, 5))}),
     row("pollux: with no restart delay even a young job grows",
         pollux_job("j", (0, 1), age=30.0),
         cluster=ONE_NODE, policy="pollux", estimator=POLLUX_EST,

@@ -50,8 +50,12 @@ Statistical efficiency (Pollux)
     at ``B0``. (The early-training ratios in the Sia profiles lie between 0.1 and 5 for five of six models.)
 
 Batch size
-    Adaptive jobs use the goodput-maximising global batch in ``[max(B0, replicas), Bmax]`` (a geometric
-    grid plus the batches that fill memory exactly for 1-4 accumulation steps); strong-scaling and rigid jobs
+    Adaptive jobs use the goodput-maximising global batch in ``[max(B0, replicas), Bmax]``. How candidates
+    are searched is ``batch_search``: ``"dense"`` (the default) tries a rounded geometric grid of 32 plus the
+    batches that fill memory exactly for 1-4 accumulation steps and credits the nominal batch, as the world
+    accounts for it; ``"adaptdl"`` (what Pollux's jobs do) tries AdaptDL's 50 unrounded geometric batches,
+    forces accumulation on a single replica above ``B0`` and credits the batch that actually runs (see
+    :func:`~dlsched.estimators.goodput_batches.adaptdl_batches`). Strong-scaling and rigid jobs
     keep ``spec.batch_size`` (``B0`` if unset). Hybrid-parallel jobs (``spec.gpu_unit = P > 1``) run
     ``num_gpus // P`` data-parallel pipelines of ``P`` stages; ``local_bsz`` is then the micro-batch of one
     pipeline and the step model adds the ``P - 1`` micro-batch pipeline bubble.
@@ -81,7 +85,9 @@ from dlsched.core import Adaptivity, ClusterView, JobView
 from dlsched.estimators.base import GoodputEstimate
 from dlsched.estimators.goodput_batches import (
     BATCH_GRID,
+    BATCH_SEARCHES,
     GoodputTable,
+    adaptdl_batches,
     best_per_row,
     candidate_batches,
     split_batches,
@@ -103,13 +109,16 @@ class LearnedGoodputEstimator:
     """Learned goodput estimator (Sia bootstrap, no-profiling, or Pollux's pooled model); module docstring."""
 
     def __init__(self, mode: str = "bootstrap", hetero_aware: bool = True, *, prior_noise_ratio: float = 1.0,
-                 refit_tol: float = 0.05) -> None:
+                 refit_tol: float = 0.05, batch_search: str = "dense") -> None:
         if mode not in MODES:
             hint = " (the simulator supplies dlsched.sim.oracle.OracleGoodput for oracle runs)" \
                 if mode == "oracle" else ""
             raise ValueError(f"LearnedGoodputEstimator mode must be one of {MODES}, got '{mode}'{hint}")
         if prior_noise_ratio < 0:
             raise ValueError(f"prior_noise_ratio must be >= 0, got {prior_noise_ratio}")
+        if batch_search not in BATCH_SEARCHES:
+            raise ValueError(f"batch_search must be one of {', '.join(BATCH_SEARCHES)}, got '{batch_search}'")
+        self.batch_search = batch_search
         self.mode = mode
         self.hetero_aware = hetero_aware
         self.prior_noise_ratio = float(prior_noise_ratio)
@@ -267,11 +276,18 @@ class LearnedGoodputEstimator:
         valid &= replicas >= 1
         replicas = np.maximum(replicas, 1.0)[:, None]
         limit = pred.max_local
-        batches = candidate_batches(replicas, b0, bmax, limit, adaptive=spec.adaptivity is Adaptivity.ADAPTIVE,
-                                    fixed_batch=float(spec.batch_size or b0))
-        local, accum = split_batches(batches, replicas, limit)
+        adaptive = spec.adaptivity is Adaptivity.ADAPTIVE
+        if adaptive and self.batch_search == "adaptdl":
+            batches, local, accum, ok = adaptdl_batches(replicas, b0, bmax, limit)
+        else:
+            batches = candidate_batches(replicas, b0, bmax, limit, adaptive=adaptive,
+                                        fixed_batch=float(spec.batch_size or b0))
+            local, accum = split_batches(batches, replicas, limit)
+            ok = None
         step = pred.step(nodes[:, None], gpus[:, None], local, accum, st.stages)
         throughput = batches / np.maximum(step, 1e-12)
+        if ok is not None:
+            throughput = np.where(ok, throughput, 0.0)
         return CacheEntry(st.model_version, batches, throughput, local, accum, valid)
 
     def _select(self, st: JobState, job: JobView, e: CacheEntry) -> None:

@@ -16,6 +16,12 @@ import numpy as np
 
 #: Candidate global batches per shape on the geometric grid (plus up to 4 memory-filling batches).
 BATCH_GRID = 32
+#: AdaptDL's ``GoodputFunction.optimize`` samples this many global batches (``np.geomspace``'s default).
+ADAPTDL_BATCHES = 50
+#: How adaptive jobs' candidate batches are searched: AdaptDL's way, or a finer grid with memory-filling points.
+BATCH_SEARCHES = ("adaptdl", "dense")
+#: AdaptDL's tolerance for its floor/ceil operations.
+_EPS = 1e-8
 _MEMORY_FILL = np.arange(1, 5, dtype=float)[None, :]
 _GRID_U = np.linspace(0.0, 1.0, BATCH_GRID)[None, :]
 
@@ -63,6 +69,32 @@ def candidate_batches(replicas: np.ndarray, init_batch: float, max_batch: float,
         fill = np.where((fill >= lo) & (fill <= max_batch), fill, lo)
         batches = np.concatenate([batches, fill], axis=1)
     return batches
+
+
+def adaptdl_batches(replicas: np.ndarray, init_batch: float, max_batch: float,
+                    limit: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """AdaptDL's candidates (``adaptdl.goodput.GoodputFunction.optimize`` with accumulation on).
+
+    Per row (``replicas`` is a column): 50 unrounded geometric global batches from ``max(B0, replicas)`` to
+    ``Bmax``; each replica's share is split into micro-steps of at most ``limit`` samples (``Bmax`` when the
+    limit is unknown), and a single replica whose share exceeds ``B0`` always accumulates over at least two
+    micro-steps, because AdaptDL's gradient statistics need two micro-batches to be accurate. The batch that
+    actually runs, ``replicas x micro-batch x micro-steps``, is what the estimator credits (throughput and
+    efficiency), as AdaptDL does.
+
+    Returns the realised global batches, micro-batches, micro-steps (``accum_steps + 1`` in AdaptDL's terms)
+    and which candidates are valid (micro-batch within ``[1, limit]``).
+    """
+    lo = np.maximum(init_batch, replicas[:, 0])
+    nominal = np.geomspace(lo, np.full_like(lo, max_batch), ADAPTDL_BATCHES, axis=1)
+    share = nominal / replicas
+    max_atomic = limit if math.isfinite(limit) else max_batch
+    extra = np.ceil(share / max_atomic - _EPS) - 1.0
+    extra = np.where((replicas == 1) & (share > init_batch + _EPS), np.maximum(extra, 1.0), extra)
+    local = np.ceil(share / (extra + 1.0) - _EPS)
+    steps = extra + 1.0
+    valid = (local >= 1.0) & (local <= max_atomic)
+    return replicas * local * steps, local, steps, valid
 
 
 def split_batches(batches: np.ndarray, replicas: np.ndarray, limit: float) -> tuple[np.ndarray, np.ndarray]:

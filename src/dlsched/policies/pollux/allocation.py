@@ -10,6 +10,11 @@ speedup multiplied by Pollux's restart factor ``max(age - restarts * delay, 0) /
 contributes ``1e-3 ** p`` and dominates the mean, so the search gives every job a GPU whenever it can. The
 population is seeded with the previous round's final population and the current allocation.
 
+On a cluster of several GPU types the search sees virtual nodes as identical (Sia thesis, section 3.4.3): it
+knows only which types a job refuses, and a job it spreads over types is cut to its majority type. By
+default each job's speedups follow AdaptDL's ``GoodputFunction.optimize`` (``batch_search="adaptdl"``) and
+are relative to the fair share of Sia's artifact, ceil(G / J) GPUs on one node (``speedup_base="fair"``).
+
 The demands carry the search's per-virtual-node counts as ``spread`` hints, which Pollux's placement
 (:mod:`~dlsched.policies.pollux.placement`) turns into GPUs. Jobs pick their own batch size for the GPUs
 they get (``batch_size=None``), as AdaptDL jobs do. The speedups come from a heterogeneity-unaware,
@@ -32,7 +37,7 @@ from dlsched.policies.pollux.genetic import STATE_DTYPE, AllocationProblem
 from dlsched.policies.pollux.speedup import VirtualCluster, fix_mixed_types, speedup_table, trim_counts
 from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan
 
-SPEEDUP_BASES = ("fair", "one-gpu")
+SPEEDUP_BASES = ("fair", "fair-spread", "one-gpu")
 
 
 @dataclass
@@ -56,8 +61,13 @@ class PolluxAllocation(EstimatingAllocation):
     max_nodes: int = ranged(16, 1, 1024)
     #: A job may grow to at most twice the largest GPU count it has run on (Pollux's exploration limit).
     explore: bool = True
-    #: Speedups relative to the goodput on a fair share of the cluster ("fair", Pollux) or on one GPU.
+    #: Where a speedup is 1: "fair" (Pollux as Sia's artifact runs it: ceil(G / J) GPUs on one node, G GPUs and
+    #: J jobs), "fair-spread" (the same count packed on ceil(count / node size) nodes, a share that can be
+    #: placed) or "one-gpu" (AdaptDL's scheduler).
     speedup_base: str = "fair"
+    #: How each job's best batch is searched for its speedups: "adaptdl" (AdaptDL's GoodputFunction.optimize)
+    #: or "dense" (a finer grid with memory-filling batches; see dlsched.estimators.goodput).
+    batch_search: str = "adaptdl"
     seed: int = 0
     name: str = "pollux"
 
@@ -68,10 +78,13 @@ class PolluxAllocation(EstimatingAllocation):
         if self.p == 0:
             raise ValueError(f"p must be non-zero (a power mean with p = 0 is undefined), got {self.p}")
         if self.speedup_base not in SPEEDUP_BASES:
-            raise ValueError(f"speedup_base must be 'fair' or 'one-gpu', got '{self.speedup_base}'")
+            raise ValueError(f"speedup_base must be one of {', '.join(SPEEDUP_BASES)}, got '{self.speedup_base}'")
         from dlsched.estimators.goodput import LearnedGoodputEstimator
+        from dlsched.estimators.goodput_batches import BATCH_SEARCHES
 
-        self.estimator = LearnedGoodputEstimator(mode="none", hetero_aware=False)
+        if self.batch_search not in BATCH_SEARCHES:
+            raise ValueError(f"batch_search must be one of {', '.join(BATCH_SEARCHES)}, got '{self.batch_search}'")
+        self.estimator = LearnedGoodputEstimator(mode="none", hetero_aware=False, batch_search=self.batch_search)
         self.rng = np.random.default_rng(self.seed)
         self._vc: VirtualCluster | None = None
         self._cluster: Cluster | None = None
@@ -116,10 +129,17 @@ class PolluxAllocation(EstimatingAllocation):
         return fn
 
     def _base_shape(self, num_jobs: int, total: int, vsize: int) -> tuple[int, int]:
-        """Where speedup is 1: one GPU, or Pollux's fair share (1/J of the cluster) packed on nodes."""
+        """Where speedup is 1: one GPU, or Pollux's fair share (1/J of the cluster's GPUs).
+
+        Pollux's paper defines the fair share as an exclusive 1/J share of the cluster; Sia's artifact (and
+        Pollux's OSDI'21 simulator) evaluates it as ceil(G / J) replicas on ceil(N / G) = 1 node, whatever
+        the node size, which ``fair`` follows; ``fair-spread`` packs the share on as many nodes as it needs.
+        """
         if self.speedup_base == "one-gpu":
             return (1, 1)
-        r = max(1, min(math.ceil(total / max(num_jobs, 1)), self.max_replicas, total))
+        r = max(1, min(math.ceil(total / max(num_jobs, 1)), total))
+        if self.speedup_base == "fair":
+            return (1, r)
         return (min(math.ceil(r / vsize), r), r)
 
     # -- one round -----------------------------------------------------------------------------------------
@@ -194,20 +214,54 @@ class PolluxAllocation(EstimatingAllocation):
 
     @staticmethod
     def _demands(cluster: Cluster, vc: VirtualCluster, jobs: Sequence[JobView], state: np.ndarray) -> list[Demand]:
-        """One demand per job the search gave GPUs: one type only, trimmed to a GPU count the job accepts."""
-        demands = []
+        """One demand per job the search gave GPUs: one type only, at a GPU count the job accepts.
+
+        A job the search spread over several types keeps the GPUs of its primary type (the thesis's fix); the
+        rest idle this round. A job left with more GPUs than any count it accepts is trimmed to the largest
+        accepted count. A job left with fewer GPUs than every count it accepts (a rigid gang cut by the fix)
+        is topped up to its smallest accepted count with GPUs of its type that no job holds after the fix,
+        on the virtual nodes it already uses first, then the emptiest ones, as Sia's artifact repairs rigid
+        jobs; it waits this round only if its type has too few such GPUs.
+        """
+        counts = np.zeros((len(jobs), vc.num_vnodes), dtype=np.int64)
+        short: list[int] = []
         for i, j in enumerate(jobs):
-            counts = fix_mixed_types(state[i], vc.type_index)
-            k = int(counts.sum())
+            c = fix_mixed_types(np.asarray(state[i], dtype=np.int64), vc.type_index)
+            k = int(c.sum())
             if k == 0:
                 continue
-            k_ok = next((c for c in range(k, 0, -1) if j.spec.allows_gpu_count(c)), 0)
-            if k_ok == 0:
+            k_ok = next((n for n in range(k, 0, -1) if j.spec.allows_gpu_count(n)), 0)
+            if k_ok:
+                counts[i] = trim_counts(c, k - k_ok)
+            else:
+                counts[i] = c
+                short.append(i)
+        free = vc.capacity - counts.sum(axis=0)
+        for i in short:
+            c = counts[i]
+            k = int(c.sum())
+            target = next((n for n in range(k + 1, cluster.num_gpus + 1) if jobs[i].spec.allows_gpu_count(n)), 0)
+            ti = int(vc.type_index[np.nonzero(c)[0][0]])
+            room = np.where(vc.type_index == ti, free, 0)
+            if target == 0 or int(room.sum()) < target - k:
+                free += c
+                counts[i] = 0
                 continue
-            counts = trim_counts(counts, k - k_ok)
-            used = np.nonzero(counts)[0]
+            add = target - k
+            for v in sorted(np.nonzero(room)[0].tolist(), key=lambda v: (c[v] == 0, -room[v], v)):
+                take = min(int(room[v]), add)
+                c[v] += take
+                free[v] -= take
+                add -= take
+                if add == 0:
+                    break
+        demands = []
+        for i, j in enumerate(jobs):
+            used = np.nonzero(counts[i])[0]
+            if len(used) == 0:
+                continue
             gtype = cluster.type_names[int(vc.type_index[used[0]])]
-            spread = tuple((vc.gpus[v], int(counts[v])) for v in used.tolist())
-            demands.append(Demand(job=j, num_gpus=k_ok, gpu_type=gtype,
+            spread = tuple((vc.gpus[v], int(counts[i, v])) for v in used.tolist())
+            demands.append(Demand(job=j, num_gpus=int(counts[i].sum()), gpu_type=gtype,
                                   num_nodes=len(set(vc.node[used].tolist())), spread=spread))
         return demands

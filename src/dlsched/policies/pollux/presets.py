@@ -2,8 +2,10 @@
 
 ``--set`` keys (``pollux.KEY`` and ``allocation.KEY`` are accepted as well): ``p`` (power-mean exponent,
 -1), ``restart_delay_s`` (the restart penalty's delay, 30 s), ``population`` and ``generations`` (100 each),
-``max_replicas``, ``max_nodes``, ``explore``, ``speedup_base`` (``fair`` or ``one-gpu``). The search's
-random generator takes the run's seed.
+``max_replicas``, ``max_nodes``, ``explore``, ``speedup_base`` (``fair``: ceil(G / J) GPUs on one node, as
+Sia's artifact runs Pollux; ``fair-spread``: that share over as many nodes as it needs; ``one-gpu``),
+``batch_search`` (``adaptdl``: AdaptDL's batch search; ``dense``: a finer one). The search's random generator
+takes the run's seed.
 """
 
 from __future__ import annotations
@@ -21,4 +23,4 @@ register_stage("placement", "pollux", PolluxPlacement,
 register_scheduler("pollux", SchedulerEntry(
     description="Pollux (OSDI'21): goodput speedups (heterogeneity-unaware), power-mean fitness p=-1 with "
                 "restart penalty, genetic search over per-node GPU counts; 4-GPU virtual nodes, mixed types "
-                "fixed", ordering="fifo", allocation="pollux", placement="pollux", round_s=60.0))
+                "cut to the majority type", ordering="fifo", allocation="pollux", placement="pollux", round_s=60.0))

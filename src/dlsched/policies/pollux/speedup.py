@@ -3,7 +3,9 @@
 Pollux is heterogeneity-unaware. On a heterogeneous cluster this module does what the Sia authors did
 (thesis section 3.4.3): nodes are presented as virtual nodes of the smallest node's size (8-GPU nodes become
 two 4-GPU nodes), and a job the search spreads over several GPU types keeps only the GPUs of the type where
-it has most (ties go to the more powerful type); the rest idle for the round.
+it has most (ties go to the more powerful type); the rest idle for the round. The search itself never learns a
+virtual node's type or speed: its speedups come from one type-blind model per job. (A gang the cut leaves
+short is completed on its type by the allocation stage, see ``PolluxAllocation._demands``.)
 """
 
 from __future__ import annotations
