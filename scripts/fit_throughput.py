@@ -14,13 +14,13 @@ Fitting, per (model, GPU type), on every measured row of both files:
 * rows weighted so that every GPU count weighs the same and single-GPU rows a quarter of the total:
   unweighted, the many multi-GPU rows decided the compute terms and single-GPU steps of yolov3 on a100 and
   v100 came out 30% off;
-* the base Pollux form (alpha_c, beta_c, alpha_n, beta_n, alpha_r, beta_r, gamma) is always fitted; the
+* the base Pollux form (alpha_c, beta_c, alpha_r, beta_r, alpha_n, beta_n, gamma) is always fitted; the
   refinements (q_c, zeta_c: compute curve shape; eps: host contention; pi: misaligned local batch;
-  delta_r: per-node sync cost; kappa: per-node link sharing) are added greedily, each only if it lowers
+  delta_n: per-node sync cost; kappa: per-node link sharing) are added greedily, each only if it lowers
   that group's weighted mean absolute log error by at least 3% (so terms appear where the data shows them);
 * terms the data cannot identify are fixed: no cross-node rows (quad) -> cross-node terms borrowed from
   the same model on v100 (the other InfiniBand-connected type); no rows beyond two nodes (a100) ->
-  delta_r = 0.
+  delta_n = 0.
 
 ``gpt_pmp`` (pipeline parallel, synthetic profile) is fitted on the iteration time the Sia simulator
 derives from its rows: ``3*((stages-1) + 48)*step_time + sync_time`` with 48 micro-batches; its step_time
@@ -55,7 +55,7 @@ LIMIT_TO_TYPE = {"dgx": "a100", "v100": "v100", "rtx": "rtx", "quad": "quad", "t
 #: Pipeline stages of gpt_pmp per type and micro-batches per step, as in the Sia simulator.
 PMP_STAGES = {"rtx": 8, "a100": 2}
 PMP_MICROBATCHES = 48
-OPTIONAL = ("q_c", "zeta_c", "eps", "pi", "delta_r", "kappa")
+OPTIONAL = ("q_c", "zeta_c", "eps", "pi", "delta_n", "kappa")
 UPPER = {"eps": 2.0, "pi": 3.0, "gamma": 20.0, "q_c": 20.0, "zeta_c": 2.0}
 LOWER = {"gamma": 1.0, "q_c": 1.0, "zeta_c": 0.05}
 DEFAULT = {"gamma": 1.0, "q_c": 1.0, "zeta_c": 1.0}
@@ -174,10 +174,10 @@ def _initial(rows: pd.DataFrame) -> dict[str, float]:
     a = np.vstack([np.ones(len(src)), src["local_bsz"].to_numpy(float)]).T
     coef = np.linalg.lstsq(a, comp, rcond=None)[0]
     multi = rows[rows["K"] > 1]
-    sync_n = multi[multi["N"] == 1]["sync_time"].median() if (multi["N"] == 1).any() else 0.01
-    sync_r = multi[multi["N"] > 1]["sync_time"].median() if (multi["N"] > 1).any() else sync_n
-    return {"alpha_c": max(coef[0], 1e-4), "beta_c": max(coef[1], 1e-7), "alpha_n": float(sync_n),
-            "beta_n": 0.0, "alpha_r": float(sync_r), "beta_r": 0.0, "gamma": 2.0}
+    sync_r = multi[multi["N"] == 1]["sync_time"].median() if (multi["N"] == 1).any() else 0.01
+    sync_n = multi[multi["N"] > 1]["sync_time"].median() if (multi["N"] > 1).any() else sync_r
+    return {"alpha_c": max(coef[0], 1e-4), "beta_c": max(coef[1], 1e-7), "alpha_r": float(sync_r),
+            "beta_r": 0.0, "alpha_n": float(sync_n), "beta_n": 0.0, "gamma": 2.0}
 
 
 def fit_group(rows: pd.DataFrame) -> tuple[dict[str, float], list[str]]:
@@ -186,9 +186,9 @@ def fit_group(rows: pd.DataFrame) -> tuple[dict[str, float], list[str]]:
     if int(rows["stages"].iloc[0]) > 1:
         # Pipeline model: no overlap of sync with compute (gamma = 1) and no refinements, as in Sia.
         fixed = dict(zero, gamma=1.0, eps=0.0, pi=0.0, kappa=0.0)
-        free = ["alpha_c", "beta_c", "alpha_n", "beta_n", "alpha_r", "beta_r"]
+        free = ["alpha_c", "beta_c", "alpha_r", "beta_r", "alpha_n", "beta_n"]
         if rows["N"].max() >= 3:
-            free.append("delta_r")
+            free.append("delta_n")
         start = _initial(rows)
         slots = rows["accum"] + rows["stages"] - 1
         per_sample = (rows["step_time"] - rows["sync_time"]) / (slots * rows["local_bsz"])
@@ -196,7 +196,7 @@ def fit_group(rows: pd.DataFrame) -> tuple[dict[str, float], list[str]]:
         params, _ = _fit(rows, free, fixed, start)
         return params, []
     has_cross = bool((rows["N"] > 1).any())
-    free = ["alpha_c", "beta_c", "alpha_n", "beta_n", "gamma"] + (["alpha_r", "beta_r"] if has_cross else [])
+    free = ["alpha_c", "beta_c", "alpha_r", "beta_r", "gamma"] + (["alpha_n", "beta_n"] if has_cross else [])
     allowed = ["q_c", "zeta_c"]
     if rows["kmax"].nunique() > 1:
         allowed += ["eps"]
@@ -204,7 +204,7 @@ def fit_group(rows: pd.DataFrame) -> tuple[dict[str, float], list[str]]:
     if ((b % 4) != 0).any() and ((b % 4) == 0).any():
         allowed += ["pi"]
     if rows["N"].max() >= 3:
-        allowed += ["delta_r"]
+        allowed += ["delta_n"]
     if rows["kmax"].max() >= 3:
         allowed += ["kappa"]
     start = _initial(rows)
@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     borrowed = []
     for (model, gtype), g in rows.groupby(["model", "gpu"], sort=True):
         if not (g["N"] > 1).any() and "v100" in fitted[model]:
-            for name in ("alpha_r", "beta_r", "delta_r"):
+            for name in ("alpha_n", "beta_n", "delta_n"):
                 fitted[model][gtype][name] = fitted[model]["v100"][name]
             borrowed.append(f"{model}/{gtype}")
 
@@ -342,9 +342,9 @@ def main(argv: list[str] | None = None) -> int:
             "Times in seconds; local_bsz is the per-GPU micro-batch (per pipeline for gpt_pmp).",
             "Refinement terms kept per (model, type) where they cut the mean |log error| by >= 3%: "
             + "; ".join(f"{k}: {', '.join(v)}" for k, v in kept_terms.items() if v) + ".",
-            "No cross-node measurements for " + ", ".join(borrowed) + ": alpha_r, beta_r, delta_r borrowed from "
+            "No cross-node measurements for " + ", ".join(borrowed) + ": alpha_n, beta_n, delta_n borrowed from "
             "the same model on v100 (InfiniBand, like quad's 200 Gb/s IB).",
-            "a100 was profiled on at most 2 nodes, so delta_r = 0 there (sync grows with K only).",
+            "a100 was profiled on at most 2 nodes, so delta_n = 0 there (sync grows with K only).",
             "gpt_pmp: pipeline stages 8 on rtx and 2 on a100, 48 micro-batches per step in the profile; "
             "its T_grad is 3x the profiled forward time of a micro-batch on one stage (Sia's rule).",
             "max_local_bsz: largest profiled local batch, equal to the adaptdl bsz-limit files wherever both "

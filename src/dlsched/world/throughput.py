@@ -13,8 +13,8 @@ and ``s`` gradient-accumulation micro-steps:
   slowdown from GPUs sharing a host (CPU data loading, PCIe) and ``pi`` the penalty some models (YOLOv3,
   ImageNet on rtx) pay for local batches that are not a multiple of 4; each of these appears only where
   the data of that (model, type) showed it;
-* gradient synchronisation: ``T_sync = 0`` for one GPU, ``alpha_n + beta_n*(K-2)`` inside one node,
-  ``alpha_r + beta_r*(K-2) + delta_r*(N-2)`` across nodes, plus ``kappa*(k-1)**2`` for links shared by
+* gradient synchronisation: ``T_sync = 0`` for one GPU, ``alpha_r + beta_r*(K-2)`` inside one node,
+  ``alpha_n + beta_n*(K-2) + delta_n*(N-2)`` across nodes, plus ``kappa*(k-1)**2`` for links shared by
   many GPUs of a node;
 * one step: ``(s-1)*T_grad + (T_grad**gamma + T_sync**gamma)**(1/gamma)``: backward and all-reduce of the
   last micro-step overlap, ``gamma >= 1`` says how well (1: not at all, large: fully);
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 #: Parameter names of one (model, GPU type) entry (see the module docstring).
 PARAM_NAMES = ("alpha_c", "beta_c", "zeta_c", "q_c", "eps", "pi", "alpha_n", "beta_n", "alpha_r", "beta_r",
-               "delta_r", "kappa", "gamma")
+               "delta_n", "kappa", "gamma")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +88,8 @@ def step_time_arrays(p: dict[str, float], num_gpus: Any, num_nodes: Any, max_per
         top_c = np.maximum(np.maximum(fixed_cost, per_sample), 1e-12)
         compute = top_c * ((fixed_cost / top_c) ** q + (per_sample / top_c) ** q) ** (1.0 / q)
     t_grad = compute * (1.0 + p["eps"] * np.log(np.maximum(k_node, 1.0))) * (1.0 + p["pi"] * misaligned)
-    in_node = p["alpha_n"] + p["beta_n"] * (k_all - 2.0)
-    across = p["alpha_r"] + p["beta_r"] * (k_all - 2.0) + p["delta_r"] * (n_nodes - 2.0)
+    in_node = p["alpha_r"] + p["beta_r"] * (k_all - 2.0)
+    across = p["alpha_n"] + p["beta_n"] * (k_all - 2.0) + p["delta_n"] * (n_nodes - 2.0)
     t_sync = np.where(n_nodes <= 1, in_node, across) + p["kappa"] * (k_node - 1.0) ** 2
     t_sync = np.where(k_all <= 1, 0.0, np.maximum(t_sync, 0.0))
     gamma = p["gamma"]
