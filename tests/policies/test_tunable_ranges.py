@@ -92,6 +92,8 @@ def test_accepted_edge_values_run_to_the_end_in_bounded_time() -> None:
     ("sia", {"reserve": "v100:0"}, ("type:count", "v100:0")),
     ("gavel", {"lp_method": "fast"}, ("lp_method", "ipm, simplex")),
     ("pollux", {"population": "1e9"}, ("[2, 1000]", "1e9")),
+    ("pollux", {"batch_search": "coarse"}, ("batch_search", "adaptdl, dense", "coarse")),
+    ("pollux", {"speedup_base": "median"}, ("speedup_base", "fair, fair-spread, one-gpu", "median")),
     ("pal", {"locality": "2"}, ("no tunable 'locality'",)),
 ])
 def test_refusals_say_what_to_change(policy: str, settings: dict[str, str], words: tuple[str, ...]) -> None:
