@@ -132,6 +132,7 @@ def test_hand_worked_single_replica_goodput():
     jv = job(p, 1.0, 0.0)
     est = pollux_estimator(jv)
     q = est.params(jv, "t4")
+    assert q is not None
     assert q.alpha_c == pytest.approx(0.02, rel=1e-4) and q.beta_c == pytest.approx(5e-4, rel=1e-4)
     t = est.evaluate_many(jv, "t4", np.array([[1, 1]]))
     assert (t.batch_size[0], t.accum_steps[0]) == (128, 1)
@@ -146,8 +147,11 @@ def test_pollux_speedups_are_relative_to_one_node_of_a_fair_share():
     assert PolluxAllocation(speedup_base="one-gpu")._base_shape(num_jobs, total, vsize) == (1, 1)
     p_true, sqr, var = CASES[1]
     jv = job(p_true, sqr, var)
-    alloc.require_estimator().update(ClusterView(time_s=60.0, round_s=60.0, cluster=CLUSTER, jobs=[jv]))
-    p = alloc.require_estimator().params(jv, "t4")
+    est = alloc.require_estimator()
+    assert isinstance(est, LearnedGoodputEstimator)
+    est.update(ClusterView(time_s=60.0, round_s=60.0, cluster=CLUSTER, jobs=[jv]))
+    p = est.params(jv, "t4")
+    assert p is not None
     table = speedup_table(alloc._goodput_fn(jv, "t4"), (1, 22), 4, 16, vsize)
     base = reference_goodput(p, sqr, var, 1, 22, MEMORY)[0]
     for n, r in [(1, 1), (1, 4), (2, 8), (3, 12), (4, 16)]:
