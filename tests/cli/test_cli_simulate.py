@@ -74,6 +74,8 @@ def test_compare_prints_one_json_line_per_policy(tmp_path):
     (["--set", "world.nope=1"], "field 'world.nope': unknown world option"),
     (["--set", "locality_penalty=abc"], "field 'world.locality_penalty'"),
     (["--set", "max_time_s=-3"], "field 'max_time_s'"),
+    (["--set", "ftf.share=bogus"], "field 'ftf.share'"),
+    (["--set", "ftf.nope=1"], "field 'ftf.nope': unknown finish-time fairness option"),
     (["--config", "/no/such/config.json"], "/no/such/config.json"),
     (["--trace", "synthetic:rate=5,colour=blue"], "colour"),
 ])
