@@ -218,3 +218,12 @@ def test_python_dash_m_runs_the_command():
                          text=True, check=False)
     assert res.returncode == 0, res.stderr
     assert "sia-hetero-64" in res.stdout
+
+
+def test_set_ftf_on_a_replayed_config_keeps_its_other_ftf_options(tmp_path):
+    from dlsched.cli.run_options import build_config
+
+    saved = tmp_path / "config.json"
+    saved.write_text('{"policy": "fifo", "ftf": {"share": "cluster"}}')
+    cfg = build_config(saved, ["ftf.isolated=started"])
+    assert (cfg.ftf.share, cfg.ftf.combine, cfg.ftf.isolated) == ("cluster", "ratio", "started")
