@@ -1,31 +1,95 @@
 """Thesis section 3.5.5: finish-time fairness (worst FTF ratio rho, fraction of jobs with rho > 1) per scheduler.
 
-Reuses the table 3.3 runs (same specs, so cached runs are not repeated): Philly and Saturn workloads on
-``sia-hetero-64``. The thesis (Helios traces) reports worst rho Sia 1.2, Pollux 4.6, Gavel 27.8 and unfair
-fractions Sia <0.3%, Pollux 28%, Gavel 15%.
+Rows are ``family/scheduler/reading``: the trace family (``philly`` = ``sia-philly:N``; ``helios`` =
+``sia-saturn:N``, the Sia artifact's Helios-Saturn samples, the family of the thesis's figure 3.7), the scheduler
+on ``sia-hetero-64``, and the reading of the metric (``RunConfig.ftf``, docs/fidelity.md "Finish-time
+fairness"): ``text`` follows eq. 3.6 as written, ``started`` also charges the isolated run the start-up of a
+round-based scheduler, ``artifact`` is the Sia artifact's combination (whole-cluster share per type, mean of
+isolated times). The thesis reports figure 3.7 only (Helios): worst rho Sia 1.2, Pollux 4.6, Gavel 27.8 and
+unfair fractions Sia <0.3%, Pollux 28%, Gavel 15%; for Philly it gives no fairness numbers.
 
-    python experiments/sia_fairness.py --workloads 8 --saturn 3
+    python experiments/sia_fairness.py --workloads 2 --saturn 2 --pollux 1 --workers 1
+    python experiments/sia_fairness.py --workloads 2 --saturn 2 --pollux 0 --p=-1,-0.5,0.5,1 --workers 1
 """
 
 from __future__ import annotations
 
 import sia_common as sc
-import sia_table33
 
-THESIS = {"Sia": ("1.2", "<0.3%"), "Pollux": ("4.6", "28%"), "Gavel+TJ": ("27.8", "15%")}
+CLUSTER = "sia-hetero-64"
+#: Schedulers compared (Gavel runs TunedJobs, see sia_common.TUNED).
+POLICIES = ("sia", "pollux", "gavel")
+#: Trace family -> named trace of workload N.
+FAMILIES = {"philly": "sia-philly:{}", "helios": "sia-saturn:{}"}
+#: Readings of the metric -> RunConfig.ftf fields.
+READINGS = {
+    "text": {},
+    "started": {"isolated": "started"},
+    "artifact": {"share": "cluster", "combine": "time"},
+    "artifact+started": {"share": "cluster", "combine": "time", "isolated": "started"},
+}
+#: Figure 3.7 (Helios): (worst rho, unfair fraction).
+THESIS = {("helios", "Sia"): ("1.2", "<0.3%"), ("helios", "Pollux"): ("4.6", "28%"),
+          ("helios", "Gavel+TJ"): ("27.8", "15%")}
+#: Sia's default fairness knob (thesis section 3.4.3: p = -0.5); a p row at it reuses the default run.
+SIA_DEFAULT_P = -0.5
 METRICS = [("ftf_max", "worst rho", 1.0, "{:.2f}"), ("ftf_unfair_frac", "unfair frac", 0.01, "{:.1f}%"),
            ("avg_jct_s", "avg JCT (h)", 3600.0, "{:.2f}")]
 
 
+def specs(philly: int, saturn: int, *, pollux: int | None = None, readings: tuple[str, ...] = ("text",),
+          policies: tuple[str, ...] = POLICIES, p_values: tuple[str, ...] = ()) -> list[dict]:
+    """Runs per family, workload, scheduler and reading; Pollux (about 2 minutes a run) on its first ``pollux``
+    workloads per family only. ``p_values``: Sia again at each value of its fairness knob p."""
+    out = []
+    for family, n in (("philly", philly), ("helios", saturn)):
+        for w in range(1, n + 1):
+            trace = FAMILIES[family].format(w)
+            for pol in policies:
+                if pol == "pollux" and pollux is not None and w > pollux:
+                    continue
+                for reading in readings:
+                    out.append(sc.spec(pol, CLUSTER, trace, ftf=READINGS[reading],
+                                       tag=f"{family}/{sc.NAMES.get(pol, pol)}/{reading}"))
+            for p in p_values:
+                settings = {} if float(p) == SIA_DEFAULT_P else {"p": p}
+                for reading in readings:
+                    out.append(sc.spec("sia", CLUSTER, trace, settings=settings, ftf=READINGS[reading],
+                                       tag=f"{family}/Sia p={p}/{reading}"))
+    return out
+
+
+def _names(text: str, known: dict | tuple) -> tuple[str, ...]:
+    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    bad = [x for x in names if x not in known]
+    if bad:
+        raise SystemExit(f"error: unknown {bad[0]!r} (known: {', '.join(known)})")
+    return names
+
+
 def main() -> None:
     p = sc.parser(__doc__.splitlines()[0], default_workloads=8)
-    p.add_argument("--saturn", type=int, default=3, help="number of Saturn workloads (default 3)")
+    p.add_argument("--saturn", type=int, default=3, help="number of Helios-Saturn workloads (default 3)")
+    p.add_argument("--pollux", type=int, default=None, help="Pollux on only the first N workloads per family")
+    p.add_argument("--readings", default="text,started", help=f"comma-separated, of: {', '.join(READINGS)}")
+    p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated schedulers")
+    p.add_argument("--p", default="", help="Sia's fairness knob p: comma-separated values to add (e.g. -1,0.5)")
     args = p.parse_args()
-    records = sc.run_all(sia_table33.specs(args.workloads, args.saturn), workers=args.workers, force=args.force)
+    readings = _names(args.readings, READINGS)
+    policies = _names(args.policies, POLICIES)
+    p_values = tuple(x.strip() for x in args.p.split(",") if x.strip())
+    for x in p_values:
+        try:
+            float(x)
+        except ValueError:
+            raise SystemExit(f"error: --p: {x!r} is not a number") from None
+    records = sc.run_all(specs(args.workloads, args.saturn, pollux=args.pollux, readings=readings,
+                               policies=policies, p_values=p_values), workers=args.workers, force=args.force)
     header, rows = sc.group_rows(records, metrics=METRICS)
-    header.append("thesis, Helios (worst rho / unfair)")
+    header.append("thesis fig. 3.7 (worst rho / unfair)")
     for row in rows:
-        row.append(" / ".join(THESIS.get(row[0].split("/")[1], ("-", "-"))))
+        family, name = row[0].split("/")[:2]
+        row.append(" / ".join(THESIS.get((family, name), ("-", "-"))))
     print(sc.table(header, rows))
     sc.write_json(args.json, [r for r in records if r is not None])
 

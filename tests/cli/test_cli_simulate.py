@@ -74,6 +74,8 @@ def test_compare_prints_one_json_line_per_policy(tmp_path):
     (["--set", "world.nope=1"], "field 'world.nope': unknown world option"),
     (["--set", "locality_penalty=abc"], "field 'world.locality_penalty'"),
     (["--set", "max_time_s=-3"], "field 'max_time_s'"),
+    (["--set", "ftf.share=bogus"], "field 'ftf.share'"),
+    (["--set", "ftf.nope=1"], "field 'ftf.nope': unknown finish-time fairness option"),
     (["--config", "/no/such/config.json"], "/no/such/config.json"),
     (["--trace", "synthetic:rate=5,colour=blue"], "colour"),
 ])
@@ -216,3 +218,12 @@ def test_python_dash_m_runs_the_command():
                          text=True, check=False)
     assert res.returncode == 0, res.stderr
     assert "sia-hetero-64" in res.stdout
+
+
+def test_set_ftf_on_a_replayed_config_keeps_its_other_ftf_options(tmp_path):
+    from dlsched.cli.run_options import build_config
+
+    saved = tmp_path / "config.json"
+    saved.write_text('{"policy": "fifo", "ftf": {"share": "cluster"}}')
+    cfg = build_config(saved, ["ftf.isolated=started"])
+    assert (cfg.ftf.share, cfg.ftf.combine, cfg.ftf.isolated) == ("cluster", "ratio", "started")

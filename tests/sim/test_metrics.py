@@ -13,12 +13,16 @@ from dlsched.sim.metrics import (
     ROUND_COLUMNS,
     SUMMARY_KEYS,
     ContentionProfile,
+    FtfDefinition,
     average_contention,
     average_summaries,
+    fair_share_gpus,
     finish_time_fairness,
+    isolated_start_s,
     jobs_frame,
     rounds_frame,
     summarize,
+    time_sliced_runtime_s,
 )
 from dlsched.sim.records import JobRecord, RoundRecord
 
@@ -138,6 +142,80 @@ def test_ftf_is_none_when_no_type_could_run_the_job() -> None:
     assert finish_time_fairness(300.0, {"a100": 100.0}, {"t4": 12}) is None
     with pytest.raises(ValueError):
         finish_time_fairness(-1.0, {"a100": 100.0}, {"a100": 4})
+
+
+def test_ftf_time_combination_divides_by_the_weighted_mean_isolated_time() -> None:
+    # the artifact's reading: weights 1/4 and 3/4, mean isolated time 0.25 * 100 + 0.75 * 400 = 325 s
+    rho = finish_time_fairness(300.0, {"a100": 100.0, "t4": 400.0}, {"a100": 4, "t4": 12}, combine="time")
+    assert rho == pytest.approx(300.0 / 325.0)
+    # an expectation of ratios is never below the ratio of expectations (Jensen): 1.3125 > 0.923
+    text = finish_time_fairness(300.0, {"a100": 100.0, "t4": 400.0}, {"a100": 4, "t4": 12})
+    assert text == pytest.approx(1.3125) and text > 300.0 / 325.0
+    with pytest.raises(ValueError, match="combination"):
+        finish_time_fairness(300.0, {"a100": 100.0}, {"a100": 4}, combine="median")  # type: ignore[arg-type]
+
+
+def test_fair_share_is_per_type_by_default_and_the_whole_cluster_capped_per_type_as_an_option() -> None:
+    gpus = {"a100": 16, "t4": 48}
+    assert fair_share_gpus(gpus, 4.0) == pytest.approx({"a100": 4.0, "t4": 12.0})
+    # 64 / 4 = 16 GPUs of every type; 64 / 2 = 32 exceeds the 16 A100s, so A100 is capped at 16
+    assert fair_share_gpus(gpus, 4.0, "cluster") == pytest.approx({"a100": 16.0, "t4": 16.0})
+    assert fair_share_gpus(gpus, 2.0, "cluster") == pytest.approx({"a100": 16.0, "t4": 32.0})
+    with pytest.raises(ValueError, match="at least 1"):
+        fair_share_gpus(gpus, 0.5)
+
+
+def test_fractional_share_time_slices_one_more_gpu_instead_of_rounding_down() -> None:
+    times = {1: 100.0, 2: 60.0, 3: 50.0}
+    at = times.__getitem__
+    assert time_sliced_runtime_s(at, 0.5) == pytest.approx(200.0)     # half of one GPU
+    assert time_sliced_runtime_s(at, 1.0) == pytest.approx(100.0)
+    assert time_sliced_runtime_s(at, 2.0) == pytest.approx(60.0)
+    # 1.5 GPUs: rate 0.5 / 100 + 0.5 / 60 = 1 / 75; rounding down would have said 100 s
+    assert time_sliced_runtime_s(at, 1.5) == pytest.approx(75.0)
+    # 1.9 GPUs: rate 0.1 / 100 + 0.9 / 60 = 0.016 -> 62.5 s, faster than 0.99 GPUs (101.01 s)
+    assert time_sliced_runtime_s(at, 1.9) == pytest.approx(62.5)
+    assert time_sliced_runtime_s(at, 0.99) == pytest.approx(100.0 / 0.99)
+    # a job that cannot run on 2 GPUs (its gang is 1 or 3) gets only the whole GPU's rate for 1.5 GPUs
+    assert time_sliced_runtime_s({1: 100.0, 2: math.inf}.__getitem__, 1.5) == pytest.approx(200.0)
+    assert time_sliced_runtime_s(at, 0.0) == math.inf
+
+
+def test_isolated_start_waits_for_the_round_profiles_and_pays_one_restart() -> None:
+    # submitted at 3488 s, 60 s rounds: first round 3540, profiling 84 s ends 3624, next round 3660, restore 50 s
+    assert isolated_start_s(3488.0, 60.0, profile_s=84.0, restart_delay_s=50.0) == pytest.approx(3660 - 3488 + 50)
+    assert isolated_start_s(3488.0, 60.0, restart_delay_s=50.0) == pytest.approx(3540 - 3488 + 50)
+    assert isolated_start_s(120.0, 60.0) == 0.0                       # on a round boundary, nothing to pay
+    with pytest.raises(ValueError):
+        isolated_start_s(0.0, 0.0)
+
+
+def test_ftf_definition_rejects_unknown_readings() -> None:
+    assert FtfDefinition() == FtfDefinition(share="type", combine="ratio", isolated="ideal")
+    with pytest.raises(ValueError, match="ftf.share"):
+        FtfDefinition(share="node")  # type: ignore[arg-type]
+
+
+def test_engine_reports_the_chosen_ftf_reading() -> None:
+    from dlsched.policies import build_scheduler
+    from dlsched.sim.engine import Engine, SimConfig
+    from dlsched.world.base import World
+    from testkit import duration_job, small_cluster
+
+    cluster = small_cluster((("v100", 1, 4),))
+
+    def rho(**ftf: str) -> float | None:
+        world = World(cluster, seed=0)
+        res = Engine(cluster, [duration_job("a", 30.0, 1, 100.0, model="philly")], build_scheduler("fifo"), world,
+                     SimConfig(round_s=60.0, ftf=FtfDefinition(**ftf))).run()  # type: ignore[arg-type]
+        (rec,) = res.jobs
+        assert rec.jct_s == pytest.approx(130.0)                      # waits 30 s for the round, runs 100 s
+        return rec.ftf
+
+    # alone (N_avg = 1) its fair share is the whole node; a rigid 1-GPU job runs 100 s there
+    assert rho() == pytest.approx(1.3)
+    # started: the isolated run also waits 30 s for the first round (no profiling, no restore delay here)
+    assert rho(isolated="started") == pytest.approx(1.0)
 
 
 def test_average_contention_is_time_weighted() -> None:

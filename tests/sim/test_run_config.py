@@ -27,6 +27,8 @@ def _steady(summary: dict) -> dict:
     ({"world": {"locality_penalty": 0.5}}, "world.locality_penalty"),
     ({"world": {"restart_delay_scale": -1}}, "world.restart_delay_scale"),
     ({"world": {"colour": "blue"}}, "world.colour"), ({"colour": "blue"}, "colour"),
+    ({"ftf": {"share": "node"}}, "ftf.share"), ({"ftf": {"combine": "max"}}, "ftf.combine"),
+    ({"ftf": {"isolated": "oracle"}}, "ftf.isolated"), ({"ftf": {"colour": "blue"}}, "ftf.colour"),
 ])
 def test_out_of_range_fields_are_input_errors_naming_the_field(fields, field):
     with pytest.raises(InputError) as info:
@@ -48,6 +50,10 @@ def test_set_keys_are_routed_to_world_engine_and_policy():
     routed = route_settings({"locality_penalty": "2", "world.variability": "0", "stall_rounds": "5", "p": "-1"})
     assert routed == {"world": {"locality_penalty": "2", "variability": "0"}, "stall_rounds": "5",
                       "settings": {"p": "-1"}}
+    routed = route_settings({"ftf.share": "cluster", "ftf.isolated": "started"})
+    assert routed["ftf"] == {"share": "cluster", "isolated": "started"}
+    cfg = RunConfig(ftf=routed["ftf"])
+    assert (cfg.ftf.share, cfg.ftf.combine, cfg.ftf.isolated) == ("cluster", "ratio", "started")
 
 
 def test_resolved_config_records_what_the_run_used():

@@ -35,7 +35,8 @@ CoordinationOpt = Annotated[str | None, typer.Option("--coordination",
                                                      help="Override the policy's coordination stage.")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="key=value: a policy tunable, a world option "
                                                   "(world.KEY or e.g. locality_penalty) or an engine limit "
-                                                  "(max_time_s, stall_rounds); repeatable.")]
+                                                  "(max_time_s, stall_rounds) or a finish-time fairness "
+                                                  "reading (ftf.share, ftf.combine, ftf.isolated); repeatable.")]
 SeedOpt = Annotated[str | None, typer.Option("--seed", metavar="INTEGER", help="Seed of the scheduler's and engine's random "
                                              "choices, and of the world's unless --world-seed [default: 0].")]
 WorldSeedOpt = Annotated[str | None, typer.Option("--world-seed", metavar="INTEGER", help="Seed of the world's draws (per-GPU "
@@ -79,11 +80,14 @@ def build_config(config: Path | None, set_: list[str] | None, **flags: Any) -> A
     if "seed" in given and "world_seed" not in given:
         base.pop("world_seed", None)  # a new --seed draws a new world too, as it does without --config
     routed = route_settings(parse_set(set_))
+    top = {"settings", "world", *given, *routed}
     merged = {**base, **given}
     merged["settings"] = {**base.get("settings", {}), **routed.pop("settings")}
     merged["world"] = {**base.get("world", {}), **routed.pop("world")}
+    if "ftf" in routed:
+        merged["ftf"] = {**base.get("ftf", {}), **routed.pop("ftf")}
+        top.add("ftf")
     merged.update(routed)
-    top = {"settings", "world", *given, *routed}
     try:
         return RunConfig.parse(merged)
     except InputError as exc:

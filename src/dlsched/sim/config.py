@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from dlsched.core import InputError
 from dlsched.core.ranges import DAY_S, YEAR_S, Range
 from dlsched.policies.registry import STAGE_KINDS
+from dlsched.sim.metrics import FtfCombine, FtfDefinition, FtfIsolated, FtfShare
 from dlsched.world.base import WorldConfig
 
 DEFAULT_CLUSTER = "sia-hetero-64"
@@ -84,6 +85,24 @@ else:
     WorldOptions = _world_options_model()
 
 
+class FtfOptions(BaseModel):
+    """Which reading of finish-time fairness (thesis eq. 3.6) the run reports; see :class:`FtfDefinition`.
+
+    A metric only: the simulation is the same under every choice. Defaults follow the thesis's text; ``share=
+    cluster``, ``combine=time`` are the Sia artifact's computation; ``isolated=started`` charges the isolated
+    run the start-up a round-based scheduler imposes (``--set ftf.KEY=VALUE``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    share: FtfShare = "type"
+    combine: FtfCombine = "ratio"
+    isolated: FtfIsolated = "ideal"
+
+    def definition(self) -> FtfDefinition:
+        return FtfDefinition(share=self.share, combine=self.combine, isolated=self.isolated)
+
+
 class RunConfig(BaseModel):
     """Everything that determines one simulation run (see docs/simulator.md, "One run configuration")."""
 
@@ -118,6 +137,8 @@ class RunConfig(BaseModel):
     settings: dict[str, str] = Field(default_factory=dict)
     #: Options of the simulated truth (the fields of WorldConfig).
     world: WorldOptions = Field(default_factory=WorldOptions)
+    #: Which reading of finish-time fairness the summary reports (metric only).
+    ftf: FtfOptions = Field(default_factory=FtfOptions)
     #: Seed of the scheduler's and the engine's random choices.
     seed: int = Field(0, ge=0, le=MAX_SEED)
     #: Seed of the world's draws (per-GPU variability); None follows ``seed``.
@@ -231,6 +252,9 @@ def input_error(exc: ValidationError, source: str | None = None) -> InputError:
         if len(loc) == 2 and loc[0] == "world":
             known = ", ".join(WorldOptions.model_fields)
             return InputError(f"unknown world option (known: {known})", source=source, field=field)
+        if len(loc) == 2 and loc[0] == "ftf":
+            known = ", ".join(FtfOptions.model_fields)
+            return InputError(f"unknown finish-time fairness option (known: {known})", source=source, field=field)
         return InputError(f"unknown field (known: {', '.join(RunConfig.model_fields)})", source=source, field=field)
     message = err["msg"].removeprefix("Value error, ")
     if "input" in err and err["type"] not in ("missing", "value_error"):
@@ -250,21 +274,26 @@ def _is_int_field(loc: list[str]) -> bool:
 def route_settings(settings: Mapping[str, str]) -> dict[str, Any]:
     """Split ``--set`` pairs into config fields: world options, engine limits and policy tunables.
 
-    ``world.KEY`` and bare world keys (``locality_penalty``) go to ``world``; ``max_time_s`` and
-    ``stall_rounds`` to the engine fields; everything else is a policy tunable.
+    ``world.KEY`` and bare world keys (``locality_penalty``) go to ``world``; ``ftf.KEY`` to ``ftf``;
+    ``max_time_s`` and ``stall_rounds`` to the engine fields; everything else is a policy tunable.
     """
     world: dict[str, str] = {}
+    ftf: dict[str, str] = {}
     policy: dict[str, str] = {}
     out: dict[str, Any] = {}
     for key, raw in settings.items():
         bare = key.removeprefix("world.")
         if key.startswith("world.") or bare in WorldOptions.model_fields:
             world[bare] = raw
+        elif key.startswith("ftf."):
+            ftf[key.removeprefix("ftf.")] = raw
         elif key in ENGINE_KEYS:
             out[key] = raw
         else:
             policy[key] = raw
     out["world"], out["settings"] = world, policy
+    if ftf:
+        out["ftf"] = ftf
     return out
 
 

@@ -21,6 +21,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -40,6 +41,7 @@ from dlsched.core import (
 from dlsched.policies.stages import Scheduler
 from dlsched.sim.invariants import check_decision
 from dlsched.sim.job_checks import validate_jobs
+from dlsched.sim.metrics import FtfDefinition
 from dlsched.sim.records import JobRecord, RoundRecord, Segment
 from dlsched.world.base import AdaptiveJobPhysics, JobPhysics, Rate, World
 
@@ -64,6 +66,8 @@ class SimConfig:
     max_time_s: float | None = None
     #: Stop when no job has run for this many consecutive rounds and no arrival is pending.
     stall_rounds: int = 200
+    #: Which reading of finish-time fairness the job records carry (a metric only: the run is the same).
+    ftf: FtfDefinition = field(default_factory=FtfDefinition)
 
 
 @dataclass
@@ -82,6 +86,8 @@ class _JobState:
     config_key: tuple[int, ...] | None = None
     #: Consecutive rounds the job held GPUs at a rate of zero (or not finite): see Engine._check_progress.
     stuck_rounds: int = 0
+    #: Seconds the job spent being profiled (finish-time fairness's ``started`` isolated time charges them).
+    profile_s: float = 0.0
 
 
 @dataclass
@@ -258,6 +264,7 @@ class Engine:
         j = st.job
         duration, obs = self.world.profile(st.phys, placement, t)
         j.profiling_until_s = t + duration
+        st.profile_s += duration
         j.status = JobStatus.PROFILING
         types = sorted({self.cluster.gpu_type_of[g] for g in placement.gpus})
         j.profiled_types = tuple(sorted(set(j.profiled_types) | set(types)))
@@ -403,10 +410,17 @@ class Engine:
                            gpus_by_type=by_type)
 
     def _job_records(self, end_t: float, not_arrived: list[_JobState]) -> list[JobRecord]:
-        from dlsched.sim.metrics import ContentionProfile, finish_time_fairness
+        from dlsched.sim.metrics import (
+            ContentionProfile,
+            fair_share_gpus,
+            finish_time_fairness,
+            isolated_start_s,
+            time_sliced_runtime_s,
+        )
 
         contention = ContentionProfile.from_rounds(self.rounds).average
         gpus_by_type = self.cluster.gpus_per_type
+        ftf = self.config.ftf
         out: list[JobRecord] = []
         for st in [*self.done, *self.active.values(), *not_arrived]:
             j, spec = st.job, st.job.spec
@@ -423,11 +437,15 @@ class Engine:
                             gpu_s_by_type=dict(j.gpu_s_by_type))
             if j.finish_time_s is not None:
                 jct = j.finish_time_s - spec.submit_time_s
-                n_avg = contention(spec.submit_time_s, j.finish_time_s)
-                iso = {g: st.phys.isolated_runtime_s(g, n / n_avg) for g, n in gpus_by_type.items()
-                       if spec.allows_gpu_type(g)}
+                shares = fair_share_gpus(gpus_by_type, contention(spec.submit_time_s, j.finish_time_s), ftf.share)
+                iso = {g: time_sliced_runtime_s(partial(st.phys.isolated_runtime_s, g), k)
+                       for g, k in shares.items() if spec.allows_gpu_type(g)}
+                if ftf.isolated == "started":
+                    lead = isolated_start_s(spec.submit_time_s, self.config.round_s, st.profile_s,
+                                            st.phys.restart_delay_s)
+                    iso = {g: t + lead for g, t in iso.items()}
                 try:
-                    rec.ftf = finish_time_fairness(jct, iso, gpus_by_type)
+                    rec.ftf = finish_time_fairness(jct, iso, gpus_by_type, combine=ftf.combine)
                 except ValueError:  # its fair share is below its smallest gang on every type: undefined
                     rec.ftf = None
                 rec.latency_ratio = wait / ideal if ideal > 0 and math.isfinite(ideal) else None

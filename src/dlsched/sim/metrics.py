@@ -13,10 +13,10 @@ unfair-job fraction (rho > 1), plus the Hops latency ratio.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Real
-from typing import Any, overload
+from typing import Any, Literal, get_args, overload
 
 import numpy as np
 import pandas as pd
@@ -28,9 +28,13 @@ __all__ = [
     "JOB_COLUMNS",
     "ROUND_COLUMNS",
     "ContentionProfile",
+    "FtfDefinition",
     "average_contention",
     "average_summaries",
+    "fair_share_gpus",
     "finish_time_fairness",
+    "isolated_start_s",
+    "time_sliced_runtime_s",
     "jobs_frame",
     "rounds_frame",
     "summarize",
@@ -110,20 +114,102 @@ def _round_lengths(times: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------- finish-time fairness
 
 
+#: Fair share of each type's GPUs: ``type`` = N_g / N_avg (the thesis's text: rho_g is "computed ... only for the
+#: N_g GPUs of type g"); ``cluster`` = N_total / N_avg GPUs of every type, at most N_g (the Sia artifact's
+#: ``ftf_simulator.py`` sizes each type's isolated cluster from the whole cluster's GPU count).
+FtfShare = Literal["type", "cluster"]
+#: How per-type results combine: ``ratio`` = sum_g P(g) T_shared / T_g (eq. 3.6, an expectation of ratios);
+#: ``time`` = T_shared / sum_g P(g) T_g (the artifact averages the isolated JCTs, then divides).
+FtfCombine = Literal["ratio", "time"]
+#: The isolated time: ``ideal`` = the job alone on its fair share in its best configuration (shape and batch
+#: size from the truth) from the moment it is submitted; ``started`` adds what any run under a round-based
+#: scheduler pays before its first step even alone: the wait for the next round, the profiling the run did
+#: and one checkpoint-restore delay (the artifact simulates the job alone under the same scheduler, which pays
+#: these and more).
+FtfIsolated = Literal["ideal", "started"]
+FTF_SHARES: tuple[str, ...] = get_args(FtfShare)
+FTF_COMBINES: tuple[str, ...] = get_args(FtfCombine)
+FTF_ISOLATED: tuple[str, ...] = get_args(FtfIsolated)
+
+
+@dataclass(frozen=True, slots=True)
+class FtfDefinition:
+    """Which reading of finish-time fairness a run reports (``RunConfig.ftf``); defaults follow the thesis's text."""
+
+    share: FtfShare = "type"
+    combine: FtfCombine = "ratio"
+    isolated: FtfIsolated = "ideal"
+
+    def __post_init__(self) -> None:
+        for name, known in (("share", FTF_SHARES), ("combine", FTF_COMBINES), ("isolated", FTF_ISOLATED)):
+            if getattr(self, name) not in known:
+                raise ValueError(f"ftf.{name} must be one of {', '.join(known)}, got {getattr(self, name)!r}")
+
+
+def fair_share_gpus(gpus_by_type: Mapping[str, int], n_avg: float, share: FtfShare = "type") -> dict[str, float]:
+    """GPUs of each type in a job's isolated, fair-sized cluster (``n_avg`` = its average contention, >= 1).
+
+    ``type``: ``N_g / n_avg``. ``cluster``: ``N_total / n_avg``, capped at ``N_g`` (no more GPUs of a type than
+    the cluster has).
+    """
+    if not n_avg >= 1.0:
+        raise ValueError(f"average contention must be at least 1, got {n_avg!r}")
+    if share == "type":
+        return {g: n / n_avg for g, n in gpus_by_type.items()}
+    if share == "cluster":
+        total = sum(gpus_by_type.values())
+        return {g: min(float(n), total / n_avg) for g, n in gpus_by_type.items()}
+    raise ValueError(f"unknown fair share {share!r} (known: {', '.join(FTF_SHARES)})")
+
+
+def time_sliced_runtime_s(runtime_at: Callable[[int], float], gpus: float) -> float:
+    """Run time on a fractional number of GPUs: ``k = floor(gpus)`` GPUs all the time and one more GPU for the
+    fraction ``f = gpus - k`` of the time (time-slicing), so the rate is ``(1 - f) / T(k) + f / T(k + 1)``.
+
+    ``runtime_at(k)`` is the run time alone on ``k`` whole GPUs (``inf`` where the job cannot run). Below one
+    GPU this is ``T(1) / gpus``; on whole GPUs it is ``T(k)``; in between it is continuous and never slower
+    than on fewer GPUs, unlike rounding the share down.
+    """
+    if not gpus > 0:
+        return math.inf
+    k = math.floor(gpus)
+    f = gpus - k
+    if f < 1e-9:
+        return float(runtime_at(k))
+    rate_k = 0.0 if k == 0 else 1.0 / runtime_at(k)
+    rate = (1.0 - f) * rate_k + f / runtime_at(k + 1)
+    return math.inf if rate <= 0 else 1.0 / rate
+
+
+def isolated_start_s(submit_s: float, round_s: float, profile_s: float = 0.0, restart_delay_s: float = 0.0) -> float:
+    """Seconds from submission to a job's first training step when it is alone under a round-based scheduler.
+
+    It waits for the next round (rounds start at multiples of ``round_s``), is profiled for ``profile_s`` if
+    the scheduler profiles (the job then starts at the first round after profiling ends), and pays one
+    checkpoint-restore delay when it starts.
+    """
+    if not round_s > 0:
+        raise ValueError(f"round length must be positive, got {round_s!r}")
+    first = math.ceil(submit_s / round_s - 1e-9) * round_s
+    start = math.ceil((first + profile_s) / round_s - 1e-9) * round_s if profile_s > 0 else first
+    return start - submit_s + restart_delay_s
+
+
 def finish_time_fairness(jct_s: float, isolated_s_by_type: Mapping[str, float],
-                         gpus_by_type: Mapping[str, int]) -> float | None:
+                         gpus_by_type: Mapping[str, int], *, combine: FtfCombine = "ratio") -> float | None:
     """Heterogeneous finish-time fairness rho (Sia thesis eq. 3.6, section 3.5.5).
 
     ``rho = sum_g (N_g / N_total) * T_shared / T_isolated_g`` where ``T_shared = jct_s`` is the job's
-    completion time in the shared cluster and ``T_isolated_g`` (``isolated_s_by_type[g]``) its completion
-    time alone on a fair share ``N_g / N_avg`` of the type-``g`` GPUs (``N_avg`` = average contention over
-    the job's lifetime, see :func:`average_contention`). The caller computes ``T_isolated_g`` because only
-    it knows the job's throughput model; this function only does the weighting, so it stays testable.
+    completion time in the shared cluster (submission to finish: waiting included) and ``T_isolated_g``
+    (``isolated_s_by_type[g]``) its completion time alone on a fair share of the type-``g`` GPUs (see
+    :func:`fair_share_gpus`, :func:`time_sliced_runtime_s`). The caller computes ``T_isolated_g`` because
+    only it knows the job's throughput model; this function only does the weighting, so it stays testable.
+    ``combine="time"`` gives the Sia artifact's ``T_shared / sum_g (N_g / N_total) * T_isolated_g`` instead.
 
     Types where the isolated time is infinite (the job cannot run there: too little memory, fair share
     below its minimum size), types missing from ``isolated_s_by_type`` and types with no GPUs are left out
     and the remaining weights renormalised: the paper's expectation over "a random GPU" only makes sense
-    over GPUs the job could have used.
+    over GPUs the job could have used (the artifact drops such types too).
 
     Returns None when no type is usable (say a job whose fair share is below its scale-out unit on every
     type): its fair-share time is undefined, which is a fact about the job, not an error in the run. Raises
@@ -131,8 +217,10 @@ def finish_time_fairness(jct_s: float, isolated_s_by_type: Mapping[str, float],
     """
     if jct_s < 0 or math.isnan(jct_s):
         raise ValueError(f"jct_s must be a non-negative number, got {jct_s!r}")
+    if combine not in FTF_COMBINES:
+        raise ValueError(f"unknown combination {combine!r} (known: {', '.join(FTF_COMBINES)})")
     weights: list[float] = []
-    ratios: list[float] = []
+    times: list[float] = []
     for gtype, t_iso in isolated_s_by_type.items():
         n = gpus_by_type.get(gtype, 0)
         if n <= 0 or math.isinf(t_iso) or math.isnan(t_iso):
@@ -140,11 +228,14 @@ def finish_time_fairness(jct_s: float, isolated_s_by_type: Mapping[str, float],
         if t_iso <= 0:
             raise ValueError(f"isolated time on {gtype!r} must be positive, got {t_iso!r}")
         weights.append(float(n))
-        ratios.append(jct_s / t_iso)
+        times.append(t_iso)
     if not weights:
         return None
-    total = sum(weights)
-    return float(sum(w / total * r for w, r in zip(weights, ratios, strict=True)))
+    w = np.array(weights) / sum(weights)
+    t = np.array(times)
+    if combine == "time":
+        return float(jct_s / float(w @ t))
+    return float(w @ (jct_s / t))
 
 
 @dataclass(frozen=True, slots=True)
