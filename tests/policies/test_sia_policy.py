@@ -459,3 +459,16 @@ def test_zero_gradient_report_does_not_shrink_a_running_job(zero_grad_stats, shr
     job2.gradient_obs = [GradientObservation(60.0, 2048, 0.0, 0.0)]
     second = sched.schedule(view([job2], t=3660.0, cluster=cluster))
     assert (len(second.allocations["a"].placement) < 4) is shrinks
+
+
+@pytest.mark.parametrize(("growth_cap", "expected"), [("current", 1), ("largest-seen", 2)])
+def test_a_profiled_job_starts_at_one_gpu_or_twice_its_profiled_count(growth_cap, expected):
+    # The thesis starts every job on one GPU; the artifact's cap, twice the largest count a job was profiled
+    # or ran at, lets a job profiled on one GPU start on two.
+    s = sia(growth_cap=growth_cap)
+    job = jv(spec("a", num_gpus=8))
+    job.throughput_obs = [ThroughputObservation(time_s=0.0, gpu_type=t, num_nodes=1, num_gpus=1, local_bsz=64,
+                                                accum_steps=1, step_time_s=0.1, sync_time_s=0.0)
+                          for t in ("t4", "a100")]
+    d = s.schedule(view([job]))
+    assert len(d.allocations["a"].placement) == expected
