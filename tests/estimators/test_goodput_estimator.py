@@ -395,3 +395,27 @@ def test_goodput_many_is_fast_for_a_thousand_jobs():
     # measured: ~0.2 s cold, ~3 ms warm (cached) on a loaded 2-core machine
     assert cold < 5.0
     assert warm < 0.25
+
+
+def test_zero_gradient_report_keeps_the_last_informative_statistics():
+    # late in training the measured statistics underflow to (0, 0): 0/0 says nothing about the noise scale
+    s = spec()
+    noisy = [GradientObservation(1.0, 128, 1.0, 1e4)]
+    zero = [GradientObservation(2.0, 512, 0.0, 0.0)]
+    kept, literal = LearnedGoodputEstimator(), LearnedGoodputEstimator(zero_grad="no-gain")
+    for est in (kept, literal):
+        est.update(cview(jview(s, obs=profile(A, "t4"), grad=noisy)))
+    before = kept.estimate(jview(s), "t4", 1, 4)
+    assert before.efficiency > 0.9 and before.batch_size > 512  # high noise: a large batch is nearly free
+    for est in (kept, literal):
+        est.update(cview(jview(s, grad=zero), t=60.0))
+    after = kept.estimate(jview(s), "t4", 1, 4)
+    assert after.goodput == pytest.approx(before.goodput) and after.batch_size == before.batch_size
+    # taken literally, no batch above B0 gains anything: the 4-GPU goodput collapses towards one GPU's
+    collapsed = literal.estimate(jview(s), "t4", 1, 4)
+    assert collapsed.goodput < 0.5 * before.goodput
+    # an informative report after the zero one is used again
+    kept.update(cview(jview(s, grad=[GradientObservation(3.0, 128, 1.0, 1e-6)]), t=120.0))
+    assert kept.estimate(jview(s), "t4", 1, 4).batch_size <= 160
+    with pytest.raises(ValueError, match="zero_grad"):
+        LearnedGoodputEstimator(zero_grad="sometimes")

@@ -429,3 +429,46 @@ def test_hybrid_parallel_job_in_the_simulator_runs_in_units_of_its_pipeline():
     Engine(cluster, [gpt], Watch(build_scheduler("sia")), World(cluster), SimConfig(max_time_s=1800.0)).run()
     assert counts and all(k % 8 == 0 for k in counts)
     assert max(counts) == 16  # doubled once from its minimum, up to the two a100 nodes
+
+
+@pytest.mark.parametrize(("zero_grad_stats", "shrinks"), [("keep", False), ("no-gain", True)])
+def test_zero_gradient_report_does_not_shrink_a_running_job(zero_grad_stats, shrinks):
+    # A job runs on 4 t4 GPUs with high gradient noise (large batches nearly free); then it reports the
+    # (0, 0) statistics that the measured profiles hold late in training. Taken literally they make every
+    # batch above B0 worthless, and at B0 this job's all-reduce costs more than 4 GPUs save, so Sia shrinks
+    # it (a restart, undone at the next non-zero report); by default the report is skipped and the job
+    # keeps its GPUs.
+    from dlsched.core import GradientObservation
+    from dlsched.estimators.throughput_model import ThroughputParams, compute_time, step_time
+
+    cluster = small_cluster((("t4", 1, 4),))
+    p = ThroughputParams(alpha_c=0.02, beta_c=0.0005, alpha_n=0.05, beta_n=0.002, alpha_r=0.08, beta_r=0.004)
+
+    def tobs(k: int, b: int) -> ThroughputObservation:
+        step = float(step_time(p, 1, k, b))
+        return ThroughputObservation(time_s=0.0, gpu_type="t4", num_nodes=1, num_gpus=k, local_bsz=b, accum_steps=1,
+                                     step_time_s=step, sync_time_s=step - float(compute_time(p, b)))
+
+    sched = build_scheduler("sia", settings={"zero_grad_stats": zero_grad_stats})
+    job = jv(spec("a", num_gpus=4), placement=[0, 1, 2, 3], profiled=("t4",), age=3600.0, restarts=2)
+    job.throughput_obs = [tobs(1, b) for b in (16, 64, 256, 1024)] + [tobs(2, 512), tobs(4, 512)]
+    job.gradient_obs = [GradientObservation(0.0, 2048, 1.0, 1e4)]
+    first = sched.schedule(view([job], cluster=cluster))
+    assert len(first.allocations["a"].placement) == 4
+    job2 = jv(spec("a", num_gpus=4), placement=[0, 1, 2, 3], profiled=("t4",), age=3660.0, restarts=2)
+    job2.gradient_obs = [GradientObservation(60.0, 2048, 0.0, 0.0)]
+    second = sched.schedule(view([job2], t=3660.0, cluster=cluster))
+    assert (len(second.allocations["a"].placement) < 4) is shrinks
+
+
+@pytest.mark.parametrize(("growth_cap", "expected"), [("current", 1), ("largest-seen", 2)])
+def test_a_profiled_job_starts_at_one_gpu_or_twice_its_profiled_count(growth_cap, expected):
+    # The thesis starts every job on one GPU; the artifact's cap, twice the largest count a job was profiled
+    # or ran at, lets a job profiled on one GPU start on two.
+    s = sia(growth_cap=growth_cap)
+    job = jv(spec("a", num_gpus=8))
+    job.throughput_obs = [ThroughputObservation(time_s=0.0, gpu_type=t, num_nodes=1, num_gpus=1, local_bsz=64,
+                                                accum_steps=1, step_time_s=0.1, sync_time_s=0.0)
+                          for t in ("t4", "a100")]
+    d = s.schedule(view([job]))
+    assert len(d.allocations["a"].placement) == expected

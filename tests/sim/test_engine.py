@@ -122,3 +122,52 @@ def test_arrival_just_past_a_round_boundary_in_floating_point_is_admitted():
     cluster = small_cluster((("v100", 1, 1),))
     res = run(cluster, [duration_job("a", 360.00000000000006, 1, 100.0)], round_s=120.0)
     assert res.jobs[0].start_s == pytest.approx(480.0)
+
+
+def test_what_counts_as_a_restart():
+    # Profiling, then the first allocation: not a restart (the job had not run). A new batch size on the
+    # same GPUs: not a restart (adaptdl changes it in place). Other GPUs with the same count: a restart
+    # (a checkpoint-restore on the new GPUs). Preemption and resumption: one restart, paid at the resume.
+    from dlsched.core import Decision, Placement
+    from dlsched.policies.stages import SchedulerTraits
+
+    cluster = small_cluster((("t4", 1, 4),))
+    spec = JobSpec(job_id="c", submit_time_s=0, model="cifar10", num_gpus=2, batch_size=256,
+                   adaptivity=Adaptivity.ADAPTIVE)
+    script: list[tuple[str, tuple[int, ...], int | None]] = [
+        ("profile", (0,), None), ("run", (0, 1), 256), ("run", (0, 1), 512), ("run", (2, 3), 512),
+        ("run", (), None), ("run", (0, 1), 512)]
+
+    class Scripted:
+        name = "scripted"
+        traits = SchedulerTraits()
+
+        def __init__(self) -> None:
+            self.round = 0
+
+        def attach_oracle(self, estimator) -> None:
+            pass
+
+        def describe(self) -> str:
+            return self.name
+
+        def schedule(self, view) -> Decision:
+            job = view.jobs[0]
+            d = Decision()
+            if job.profiling:
+                return d
+            kind, gpus, bsz = script[min(self.round, len(script) - 1)]
+            self.round += 1
+            if kind == "profile":
+                d.profiles["c"] = Placement.of(gpus)
+            elif gpus:
+                d.place("c", Placement.of(gpus), batch_size=bsz)
+            return d
+
+    world = World(cluster, seed=0)
+    res = Engine(cluster, [spec], Scripted(), world, SimConfig()).run()
+    rec = res.jobs[0]
+    assert rec.finish_s is not None
+    assert rec.restarts == 2
+    # the restart delay is paid at the first start and at both restarts, never for the batch change
+    assert rec.restart_gpu_s >= 3 * 2 * world.physics(spec).restart_delay_s

@@ -49,6 +49,14 @@ Statistical efficiency (Pollux)
     keeps 2/3 of the per-sample efficiency, so adaptive jobs are not assumed to scale batch-free, nor stuck
     at ``B0``. (The early-training ratios in the Sia profiles lie between 0.1 and 5 for five of six models.)
 
+    A report with both statistics zero is 0/0: it says nothing about the noise scale. Real jobs never send
+    one (adaptdl reports running averages), but the measured profiles hold statistics that underflowed to
+    zero late in training, and a simulated job reporting them would, taken literally, make every batch
+    larger than ``B0`` look worthless (Pollux's guard: no gain, efficiency ``B0 / B``) until the next
+    non-zero report, so a scheduler would shrink the job and grow it back a few rounds later. By default
+    (``zero_grad="keep"``) such a report is skipped and the last informative one stays in force;
+    ``zero_grad="no-gain"`` takes it literally, as adaptdl's ``GoodputFunction`` would.
+
 Batch size
     Adaptive jobs use the goodput-maximising global batch in ``[max(B0, replicas), Bmax]``. How candidates
     are searched is ``batch_search``: ``"dense"`` (the default) tries a rounded geometric grid of 32 plus the
@@ -98,22 +106,26 @@ from dlsched.estimators.goodput_state import POOLED, CacheEntry, JobState
 from dlsched.estimators.throughput_model import ThroughputParams
 
 # Names defined in the goodput_* modules are still importable from here, where they used to live.
-__all__ = ["BATCH_GRID", "GENERIC_BETA_C", "MODES", "POOLED", "GoodputTable", "LearnedGoodputEstimator",
-           "statistical_efficiency"]
+__all__ = ["BATCH_GRID", "GENERIC_BETA_C", "MODES", "POOLED", "ZERO_GRAD_MODES", "GoodputTable",
+           "LearnedGoodputEstimator", "statistical_efficiency"]
 
 _CACHE_LIMIT = 64
 MODES = ("bootstrap", "none")
+#: What a gradient report with both statistics zero means (see "Statistical efficiency" above).
+ZERO_GRAD_MODES = ("keep", "no-gain")
 
 
 class LearnedGoodputEstimator:
     """Learned goodput estimator (Sia bootstrap, no-profiling, or Pollux's pooled model); module docstring."""
 
     def __init__(self, mode: str = "bootstrap", hetero_aware: bool = True, *, prior_noise_ratio: float = 1.0,
-                 refit_tol: float = 0.05, batch_search: str = "dense") -> None:
+                 refit_tol: float = 0.05, batch_search: str = "dense", zero_grad: str = "keep") -> None:
         if mode not in MODES:
             hint = " (the simulator supplies dlsched.sim.oracle.OracleGoodput for oracle runs)" \
                 if mode == "oracle" else ""
             raise ValueError(f"LearnedGoodputEstimator mode must be one of {MODES}, got '{mode}'{hint}")
+        if zero_grad not in ZERO_GRAD_MODES:
+            raise ValueError(f"zero_grad must be one of {ZERO_GRAD_MODES}, got '{zero_grad}'")
         if prior_noise_ratio < 0:
             raise ValueError(f"prior_noise_ratio must be >= 0, got {prior_noise_ratio}")
         if batch_search not in BATCH_SEARCHES:
@@ -123,6 +135,7 @@ class LearnedGoodputEstimator:
         self.hetero_aware = hetero_aware
         self.prior_noise_ratio = float(prior_noise_ratio)
         self.refit_tol = float(refit_tol)
+        self.zero_grad = zero_grad
         self._jobs: dict[str, JobState] = {}
         self._last_view: ClusterView | None = None
         #: Number of model fits done so far (for tests and reports).
@@ -157,7 +170,8 @@ class LearnedGoodputEstimator:
         return st
 
     def _ingest(self, st: JobState, job: JobView) -> None:
-        self.fits += st.ingest(job, hetero_aware=self.hetero_aware, refit_tol=self.refit_tol)
+        self.fits += st.ingest(job, hetero_aware=self.hetero_aware, refit_tol=self.refit_tol,
+                               zero_grad=self.zero_grad)
 
     # -- what is known ---------------------------------------------------------------------------------
     def known_types(self, job: JobView) -> tuple[str, ...]:

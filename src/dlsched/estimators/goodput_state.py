@@ -81,18 +81,25 @@ class JobState:
         self.model_version += 1
 
     # -- learning --------------------------------------------------------------------------------------
-    def ingest(self, job: JobView, *, hetero_aware: bool, refit_tol: float) -> int:
-        """Take in the job's new observations and refit what they invalidated; returns the number of fits."""
+    def ingest(self, job: JobView, *, hetero_aware: bool, refit_tol: float, zero_grad: str = "keep") -> int:
+        """Take in the job's new observations and refit what they invalidated; returns the number of fits.
+
+        ``zero_grad`` says what a gradient report with both statistics zero means: ``keep`` (it carries no
+        information, 0/0, and the last informative report stays in force) or ``no-gain`` (take it as is:
+        Pollux's formula then gives a larger batch no gain, efficiency ``B0 / B``).
+        """
         opaque = job.batch_limits is None
         for o in job.throughput_obs:
             if opaque:
                 self._ingest_rate(o)
             else:
                 self._ingest_step(o, hetero_aware, refit_tol)
-        if job.gradient_obs:
-            latest = max(job.gradient_obs, key=lambda g: g.time_s)
-            grad = (float(latest.grad_sqr), float(latest.grad_var))
-            if grad != self.grad and all(math.isfinite(v) and v >= 0 for v in grad):
+        usable = [(g.time_s, (float(g.grad_sqr), float(g.grad_var))) for g in job.gradient_obs
+                  if math.isfinite(g.grad_sqr) and math.isfinite(g.grad_var) and g.grad_sqr >= 0 and g.grad_var >= 0
+                  and (zero_grad != "keep" or g.grad_sqr > 0 or g.grad_var > 0)]
+        if usable:
+            grad = max(usable, key=lambda u: u[0])[1]
+            if grad != self.grad:
                 self.grad = grad
                 self.grad_version += 1
         fits = 0

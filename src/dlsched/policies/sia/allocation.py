@@ -34,6 +34,7 @@ import numpy as np
 
 from dlsched.core import Adaptivity, Cluster, ClusterView, InputError, JobStatus, JobView
 from dlsched.core.ranges import DAY_S, ranged
+from dlsched.estimators.goodput import ZERO_GRAD_MODES
 from dlsched.policies.sia.accounting import RESTART_PENALTY_S, TimeShare, restart_factor
 from dlsched.policies.sia.configs import ConfigSet, build_config_set, current_config, reserved_gpus
 from dlsched.policies.sia.problem import (
@@ -109,6 +110,10 @@ class SiaAllocation(EstimatingAllocation):
     #: What the 2x limit doubles: ``current`` (the job's GPU count now) or ``largest-seen`` (the largest
     #: count the job has been profiled or has run at, which lets a shrunk job grow back at once).
     growth_cap: str = "current"
+    #: What a gradient report with both statistics zero means to the learned estimator: ``keep`` (0/0 says
+    #: nothing; the last informative report stays in force) or ``no-gain`` (taken literally: no batch
+    #: larger than the initial one is worth anything until the next non-zero report).
+    zero_grad_stats: str = "keep"
     #: Keep the configuration of jobs in the middle of a checkpoint-restore (as Sia's artifact does).
     keep_restarting: bool = True
     #: Job ids that may never be preempted once running (their configuration is forced).
@@ -129,7 +134,8 @@ class SiaAllocation(EstimatingAllocation):
         if self.profiling != "oracle":
             from dlsched.estimators.goodput import LearnedGoodputEstimator
 
-            self.estimator = LearnedGoodputEstimator(mode=self.profiling, hetero_aware=True)
+            self.estimator = LearnedGoodputEstimator(mode=self.profiling, hetero_aware=True,
+                                                     zero_grad=self.zero_grad_stats)
         self._configs: tuple[int, ConfigSet] | None = None
         self._incremental: IncrementalAssignment | None = None
         self._cands: dict[str, Candidates | None] = {}
@@ -147,6 +153,9 @@ class SiaAllocation(EstimatingAllocation):
             raise ValueError(f"profiling must be one of {', '.join(PROFILING_MODES)}, got '{self.profiling}'")
         if self.solver not in SOLVERS:
             raise ValueError(f"solver must be one of {', '.join(SOLVERS)}, got '{self.solver}'")
+        if self.zero_grad_stats not in ZERO_GRAD_MODES:
+            raise ValueError(f"zero_grad_stats must be one of {', '.join(ZERO_GRAD_MODES)}, "
+                             f"got '{self.zero_grad_stats}'")
         if self.growth_cap not in GROWTH_CAPS:
             raise ValueError(f"growth_cap must be one of {', '.join(GROWTH_CAPS)}, got '{self.growth_cap}'")
         rf = str(self.restart_factor).strip().lower()

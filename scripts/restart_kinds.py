@@ -1,0 +1,67 @@
+"""Restarts of one run, by what changed: growth, shrinking, a change of GPU type, a move to other GPUs with
+the same shape, or a resume after preemption.
+
+Why: ``restarts_per_job`` counts every checkpoint-restore the engine charges (any new placement of a job
+that has run before). The simulator of Sia's artifact counts one only when a job's GPU type or its per-node
+GPU counts change, so a move to other GPUs of the same shape is free there; this script says how many of
+a run's restarts are of each kind, and what the artifact's rule would have counted.
+
+    PYTHONPATH=src python scripts/restart_kinds.py --cluster sia-hetero-64 --trace sia-philly:1 \
+        --policy sia --set profiling=oracle
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+from dlsched.core import ClusterView, Decision
+from dlsched.sim.config import RunConfig
+from dlsched.sim.run import simulate
+
+KINDS = ("grow", "shrink", "type", "reshape", "same-shape-move", "resume")
+
+
+def classify(view: ClusterView, decision: Decision, counts: Counter[str]) -> None:
+    """Add the round's restarts (new placements of jobs that have run before) to ``counts`` by kind."""
+    cluster = view.cluster
+    for job in view.jobs:
+        alloc = decision.allocations.get(job.job_id)
+        new = alloc.placement if alloc is not None else None
+        if job.start_time_s is None or not new or new == job.placement:
+            continue
+        old = job.placement
+        if not old:
+            counts["resume"] += 1
+        elif cluster.gpu_type_of[old.gpus[0]] != cluster.gpu_type_of[new.gpus[0]]:
+            counts["type"] += 1
+        elif len(new) != len(old):
+            counts["grow" if len(new) > len(old) else "shrink"] += 1
+        elif sorted(old.node_counts(cluster)) != sorted(new.node_counts(cluster)):
+            counts["reshape"] += 1  # same type and count, split over nodes differently
+        else:
+            counts["same-shape-move"] += 1
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cluster", required=True)
+    ap.add_argument("--trace", required=True)
+    ap.add_argument("--policy", default="sia")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="policy tunable")
+    args = ap.parse_args()
+    settings = dict(item.split("=", 1) for item in args.set)
+    counts: Counter[str] = Counter()
+    run = simulate(RunConfig(cluster=args.cluster, trace=args.trace, policy=args.policy, settings=settings),
+                   on_decision=lambda v, d: classify(v, d, counts))
+    jobs = run.summary["jobs"]
+    total = sum(counts.values())
+    artifact = total - counts["same-shape-move"]
+    print(f"{args.cluster} {args.trace} {args.policy} {settings}: "
+          f"restarts_per_job={run.summary['restarts_per_job']:.2f} avg_jct_h={run.summary['avg_jct_s'] / 3600:.3f}")
+    print("per job: " + ", ".join(f"{k}={counts[k] / jobs:.2f}" for k in KINDS))
+    print(f"per job as the artifact's simulator counts (same-shape moves free): {artifact / jobs:.2f}")
+
+
+if __name__ == "__main__":
+    main()
