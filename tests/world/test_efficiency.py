@@ -98,3 +98,24 @@ def test_large_batches_get_more_efficient_later(em):
     early = em.efficiency("imagenet", 12800, 0.02 * em.target_progress("imagenet"))
     late = em.efficiency("imagenet", 12800, 0.98 * em.target_progress("imagenet"))
     assert late > early
+
+
+def test_reported_statistics_match_true_efficiency_when_measured_norm_is_zero(em):
+    """A profile epoch whose squared gradient norm underflowed to 0 still yields reports (never 0/0) from
+    which Pollux's formula recovers the world's efficiency at the batch the job runs."""
+    found = False
+    for model in ("deepspeech2", "bert", "cifar10", "imagenet", "ncf", "yolov3"):
+        t = em._table(model)
+        for i in np.flatnonzero(t.grad_sqr <= 0):
+            progress = float(t.progress[i - 1] + 1.0) if i > 0 else 0.0
+            if em.progress_bucket(model, progress) != i:
+                continue
+            found = True
+            batch = t.init_batch * 8
+            sqr, var = em.grad_stats(model, progress, batch)
+            assert sqr > 0 and var > 0
+            scale = batch / t.init_batch
+            reported = (var / sqr + 1.0) / (var / sqr + scale)
+            assert reported == pytest.approx(em.efficiency(model, batch, progress), rel=1e-6)
+    if not found:
+        pytest.skip("no profile epoch with a zero squared gradient norm in the packaged tables")

@@ -140,7 +140,12 @@ class EfficiencyModel:
             return sqr, var
         scale = batch_size / t.init_batch
         phi = float(_phi_from_eff(self.efficiency(model, batch_size, progress), scale))
-        return sqr, phi * sqr
+        if sqr > 0:
+            return sqr, phi * sqr
+        # The measured squared norm underflowed to zero (late epochs of some profiles): keep the measured
+        # variance and report the norm that gives this batch's true efficiency, never the meaningless 0/0.
+        var = var if var > 0 else 1.0
+        return var / phi, var
 
     def efficiency(self, model: str, batch_size: float, progress: float) -> float:
         """Efficiency of one global batch size at this progress (1 at the initial batch size)."""
