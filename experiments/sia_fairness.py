@@ -17,17 +17,22 @@ METRICS = [("ftf_max", "worst rho", 1.0, "{:.2f}"), ("ftf_unfair_frac", "unfair 
            ("avg_jct_s", "avg JCT (h)", 3600.0, "{:.2f}")]
 
 
+def tables(data: dict) -> dict[str, str]:
+    """The experiment's table, from its result file (``experiments/results/sia_fairness.json``)."""
+    header, rows = sc.group_rows(sc.records_of(data), metrics=METRICS)
+    header.append("thesis, Helios (worst rho / unfair)")
+    for row in rows:
+        row.append(" / ".join(THESIS.get(row[0].split("/")[-1], ("-", "-"))))
+    return {"table": sc.table(header, rows)}
+
+
 def main() -> None:
-    p = sc.parser(__doc__.splitlines()[0], default_workloads=8)
+    p = sc.parser(__doc__.splitlines()[0], default_workloads=8, name="sia_fairness")
     p.add_argument("--saturn", type=int, default=3, help="number of Saturn workloads (default 3)")
     args = p.parse_args()
     records = sc.run_all(sia_table33.specs(args.workloads, args.saturn), workers=args.workers, force=args.force)
-    header, rows = sc.group_rows(records, metrics=METRICS)
-    header.append("thesis, Helios (worst rho / unfair)")
-    for row in rows:
-        row.append(" / ".join(THESIS.get(row[0].split("/")[1], ("-", "-"))))
-    print(sc.table(header, rows))
-    sc.write_json(args.json, [r for r in records if r is not None])
+    for text in tables(sc.write_results("sia_fairness", args, records)).values():
+        print(text + "\n")
 
 
 if __name__ == "__main__":
