@@ -27,8 +27,11 @@ def tables(data: dict) -> dict[str, str]:
     avg = {row[0]: sc.mean(r["summary"]["avg_jct_s"] for r in records if r and r["spec"]["tag"] == row[0])
            for row in rows}
     sia, gavel = avg.get("sia"), avg.get("gavel")
-    gain = (f"Sia's average JCT is {100 * (1 - sia / gavel):.0f}% lower than Gavel's (thesis: about 25%)."
-            if sia is not None and gavel else "Sia or Gavel has no finished run.")
+    gain = "Sia or Gavel has no finished run."
+    if sia is not None and gavel:
+        change = 1 - sia / gavel
+        gain = (f"Sia's average JCT is {100 * abs(change):.0f}% {'lower' if change >= 0 else 'higher'} than "
+                "Gavel's (thesis: about 25% lower).")
     return {"table": sc.table(header, rows), "gain": gain}
 
 
