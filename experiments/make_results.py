@@ -8,14 +8,21 @@ sits in a block::
     ...
     <!-- end generated -->
 
-``EXPERIMENT`` is a script ``experiments/EXPERIMENT.py`` exposing ``tables(data) -> dict[str, str]`` (the same
+``EXPERIMENT`` is a script ``experiments/EXPERIMENT.py`` (or ``benchmarks/EXPERIMENT.py``) exposing ``tables(data) -> dict[str, str]`` (the same
 tables the script prints after a run, rendered from its result file alone); the block's content becomes
 ``tables(data)[PART]`` followed by a line naming the file, its commit and dlsched version. A missing or
 malformed result file, an unknown experiment or part, or an unclosed block ends the command with one
 ``error:`` line naming the file, exit code 2.
 
     python experiments/make_results.py            # rewrite docs/results.md in place (atomically)
-    python experiments/make_results.py --check    # exit 1, naming the first differing block, if it is stale
+    python experiments/make_results.py --check    # exit 1, naming the first differing line, if it is stale
+    python experiments/make_results.py --purge-stale  # delete result files not made by the code checked out now
+
+``--purge-stale`` is the first step of ``make experiments``: it removes every JSON under ``experiments/results/``
+whose provenance does not match the checkout (another commit or version, uncommitted changes, or none
+recorded), so that re-running the experiments leaves no file from older code; files made by the current code
+stay, so an interrupted ``make experiments`` resumes from the Sia runs it cached. It refuses to run on a tree
+with uncommitted code changes (results must name a commit) unless given ``--allow-dirty``.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
 DOC = ROOT / "docs" / "results.md"
+#: Where the scripts that write result files live (experiments first).
+SCRIPT_DIRS = (HERE, ROOT / "benchmarks")
 
 BEGIN = re.compile(r"^<!-- generated: (?P<exp>[A-Za-z_][A-Za-z0-9_]*)\.(?P<part>[A-Za-z0-9_:-]+)"
                    r"(?: from (?P<file>[A-Za-z0-9_.-]+\.json))? -->$")
@@ -74,25 +83,27 @@ def source_line(path: Path, data: dict[str, Any]) -> str:
 def render_block(exp: str, part: str, file: str | None, results: Path = RESULTS) -> str:
     """The content of one block: the experiment's table ``part`` rendered from its result file, and the source."""
     path = results / (file or f"{exp}.json")
-    if not (HERE / f"{exp}.py").is_file():
-        raise ResultError(f"{_rel(DOC)}: no experiment script experiments/{exp}.py for block {exp}.{part}")
+    script = next((d / f"{exp}.py" for d in SCRIPT_DIRS if (d / f"{exp}.py").is_file()), None)
+    if script is None:
+        raise ResultError(f"{_rel(DOC)}: no script experiments/{exp}.py or benchmarks/{exp}.py for block {exp}.{part}")
     module = importlib.import_module(exp)
     if not callable(getattr(module, "tables", None)):
-        raise ResultError(f"experiments/{exp}.py: has no tables(data) function")
+        raise ResultError(f"{_rel(script)}: has no tables(data) function")
     data = load(path)
     try:
         parts = module.tables(data)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError) as exc:
-        raise ResultError(f"{_rel(path)}: malformed for experiments/{exp}.py ({type(exc).__name__}: {exc})") from None
+        raise ResultError(f"{_rel(path)}: malformed for {_rel(script)} ({type(exc).__name__}: {exc})") from None
     if part not in parts:
-        raise ResultError(f"{_rel(DOC)}: experiments/{exp}.py has no table {part!r} (it has {', '.join(parts)})")
+        raise ResultError(f"{_rel(DOC)}: {_rel(script)} has no table {part!r} (it has {', '.join(parts)})")
     return f"{parts[part].rstrip()}\n\n{source_line(path, data)}"
 
 
 def regenerate(text: str, results: Path = RESULTS) -> str:
     """``text`` (a document) with every generated block rendered afresh from ``results``."""
-    if str(HERE) not in sys.path:
-        sys.path.insert(0, str(HERE))
+    for d in reversed(SCRIPT_DIRS):
+        if str(d) not in sys.path:
+            sys.path.insert(0, str(d))
     out: list[str] = []
     lines = text.split("\n")
     i = 0
@@ -117,13 +128,46 @@ def regenerate(text: str, results: Path = RESULTS) -> str:
     return "\n".join(out)
 
 
+def purge_stale(results: Path, allow_dirty: bool = False) -> int:
+    """Delete the result files under ``results`` not made by the code checked out now; the number deleted."""
+    from dlsched.sim.about import code_state, same_code
+
+    state = code_state()
+    if state["commit"] is None:
+        raise ResultError(f"{_rel(ROOT)}: not a git checkout, so results cannot name a commit")
+    if state["dirty"] and not allow_dirty:
+        raise ResultError(f"{_rel(ROOT)}: uncommitted changes under src/, experiments/, benchmarks/, scripts/ or "
+                          "pyproject.toml; commit them first so that results name their commit (or --allow-dirty)")
+    removed = 0
+    for path in sorted(results.rglob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            data = None
+        if not isinstance(data, dict) or not same_code(data):
+            path.unlink()
+            removed += 1
+    return removed
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 when docs/results.md differs from what the result files give")
     p.add_argument("--doc", type=Path, default=DOC, help="the document (default docs/results.md)")
     p.add_argument("--results", type=Path, default=RESULTS, help="result folder (default experiments/results)")
+    p.add_argument("--purge-stale", action="store_true",
+                   help="only delete result files not made by the code checked out now (before re-running)")
+    p.add_argument("--allow-dirty", action="store_true", help="with --purge-stale: accept uncommitted changes")
     args = p.parse_args(argv)
+    if args.purge_stale:
+        try:
+            removed = purge_stale(args.results, args.allow_dirty)
+        except ResultError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"removed {removed} result files not made by the code checked out now", file=sys.stderr)
+        return 0
     try:
         current = args.doc.read_text()
         fresh = regenerate(current, args.results)
