@@ -127,7 +127,14 @@ def tables(data: dict) -> dict[str, str]:
         lines.append(f"| {n:,} | {jobs:.0f} | " + " | ".join(cells) + " |")
     lines.append(f"| paper, 256 | | | {PAPER_256['pm-first_max_s']:g} s | {PAPER_256['pal_median_s']:g} s | "
                  f"{PAPER_256['pal_max_s']:g} s |")
-    return {"table": "\n".join(lines)}
+    targets = []
+    for n, goal, key in ((256, 0.010, "median_s"), (27000, 1.0, "max_s")):
+        got = [by[(n, p)][key] for p in ("pm-first", "pal") if (n, p) in by]
+        if got:
+            met = "met" if max(got) < goal else "not met"
+            targets.append(f"{'median' if key == 'median_s' else 'worst round'} under {_ms(goal)} at {n:,} GPUs: "
+                           f"{met} (slowest of the two: {_ms(max(got))})")
+    return {"table": "\n".join(lines), "targets": "Targets: " + "; ".join(targets) + "."}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -329,3 +329,22 @@ def comparison(records: list[dict | None], pairs: Mapping[tuple[str, str], tuple
             row += [f"{ma / mb:.2f}" if ma is not None and mb else "-", "-" if t is None else f"{t:.2f}"]
         rows.append(row)
     return table(header, rows)
+
+
+def best(records: list[dict | None], metrics: list[tuple[str, str, float, str]] = METRICS) -> str:
+    """A table naming, per metric and workload family (the tag's part before ``/``), the row with the lowest
+    mean: who wins on what, computed rather than read off by eye."""
+    by: dict[str, dict[str, list[dict]]] = {}
+    for r in records:
+        if r is not None:
+            family, _, name = str(r["spec"]["tag"]).rpartition("/")
+            by.setdefault(family or "all", {}).setdefault(name, []).append(r["summary"])
+    rows = []
+    for k, label, _, _ in metrics:
+        row = [f"{label}, lowest"]
+        for rows_of in by.values():
+            means = {name: mean(s.get(k) for s in sums) for name, sums in rows_of.items()}
+            means = {n: m for n, m in means.items() if m is not None}
+            row.append(min(means, key=lambda n: means[n]) if means else "-")
+        rows.append(row)
+    return table(["metric", *by], rows)

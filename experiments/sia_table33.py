@@ -49,7 +49,7 @@ def report(records: list[dict | None], thesis: dict | None = THESIS) -> str:
 def tables(data: dict) -> dict[str, str]:
     """The experiment's tables and derived sentences, from its result file (``experiments/results/sia_table33.json``)."""
     records = sc.records_of(data)
-    return {"table": report(records), "comparison": sc.comparison(records, THESIS_RATIOS)}
+    return {"table": report(records), "comparison": sc.comparison(records, THESIS_RATIOS), "best": sc.best(records)}
 
 
 #: Thesis table 3.3 ratios the text compares with: (tag A, tag B) -> A / B for avg JCT, makespan, restarts/job.

@@ -33,7 +33,7 @@ def tables(data: dict) -> dict[str, str]:
         return None if "-" in (x, y) else float(x) / float(y)
     pairs = {("Sia", sc.NAMES[o]): (ratio("sia", o, 0), ratio("sia", o, 2), ratio("sia", o, 4))
              for o in ("pollux", "gavel")}
-    return {"table": sc.table(header, rows), "comparison": sc.comparison(records, pairs)}
+    return {"table": sc.table(header, rows), "comparison": sc.comparison(records, pairs), "best": sc.best(records)}
 
 
 def main() -> None:
