@@ -124,7 +124,7 @@ def tables(data: dict) -> dict[str, str]:
         pm, pal = by.get((n, "pm-first")), by.get((n, "pal"))
         cells = [_ms(r[k]) if r else "-" for r in (pm, pal) for k in ("median_s", "max_s")]
         jobs = (pm or pal or {}).get("jobs_per_round")
-        lines.append(f"| {n:,} | {jobs:.0f} | " + " | ".join(cells) + " |")
+        lines.append(f"| {n:,} | {jobs:,.0f} | " + " | ".join(cells) + " |")
     lines.append(f"| paper, 256 | | | {PAPER_256['pm-first_max_s']:g} s | {PAPER_256['pal_median_s']:g} s | "
                  f"{PAPER_256['pal_max_s']:g} s |")
     targets = []

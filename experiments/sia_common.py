@@ -343,8 +343,10 @@ def best(records: list[dict | None], metrics: list[tuple[str, str, float, str]] 
     for k, label, _, _ in metrics:
         row = [f"{label}, lowest"]
         for rows_of in by.values():
-            means = {name: mean(s.get(k) for s in sums) for name, sums in rows_of.items()}
-            means = {n: m for n, m in means.items() if m is not None}
-            row.append(min(means, key=lambda n: means[n]) if means else "-")
+            means: dict[str, float] = {}
+            for name, sums in rows_of.items():
+                if (m := mean(s.get(k) for s in sums)) is not None:
+                    means[name] = m
+            row.append(min(means, key=means.__getitem__) if means else "-")
         rows.append(row)
     return table(["metric", *by], rows)

@@ -75,7 +75,7 @@ def tables(data: dict) -> dict[str, str]:
                      str(max(0, len(starts) - 1))])
         out[f"hourly-{i}"] = sc.table(["hour", "GPT GPUs (avg)", "GPT GPU types", "active jobs (avg)"], hourly(sm))
     summary = sc.table(["run", "GPT JCT", "avg JCT of the other jobs", "GPT GPU-hours by type",
-                        "GPT re-allocations"], rows)
+                        "GPT allocation changes"], rows)
     return {"summary": summary, **out}
 
 
