@@ -51,7 +51,9 @@ def test_every_result_file_names_the_code_that_made_it():
         rel = path.relative_to(ROOT)
         if not isinstance(data, dict) or not re.fullmatch(r"[0-9a-f]{40}", str(data.get("commit"))):
             bad.append(f"{rel}: no commit")
-        elif data.get("dirty") is not False:
+        elif "dirty" not in data:
+            bad.append(f"{rel}: no dirty flag")
+        elif data["dirty"] is not False:
             bad.append(f"{rel}: made from a tree with uncommitted changes")
         elif not data.get("dlsched_version"):
             bad.append(f"{rel}: no dlsched_version")
