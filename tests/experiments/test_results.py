@@ -168,3 +168,21 @@ def test_sia_cache_is_reused_only_for_the_same_configuration_and_code(gen, monke
     assert sc.load_cached(s) == rec
     monkeypatch.setattr(about, "code_state", lambda: {"commit": "e" * 40, "dirty": False})
     assert sc.load_cached(s) is None  # another commit: re-run
+
+
+def test_purge_stale_removes_only_files_not_made_by_the_current_code(gen, monkeypatch, tmp_path):
+    from dlsched.sim import about
+
+    monkeypatch.setattr(about, "code_state", lambda: {"commit": "c" * 40, "dirty": False})
+    (tmp_path / "sia").mkdir()
+    keep = tmp_path / "sia" / "now.json"
+    keep.write_text(json.dumps(about.provenance()))
+    for name, body in (("old.json", {**about.provenance(), "commit": "d" * 40}), ("none.json", {"runs": []})):
+        (tmp_path / name).write_text(json.dumps(body))
+    (tmp_path / "broken.json").write_text("{")
+    assert gen.purge_stale(tmp_path) == 3
+    assert [p.name for p in tmp_path.rglob("*.json")] == ["now.json"]
+    monkeypatch.setattr(about, "code_state", lambda: {"commit": "c" * 40, "dirty": True, "diff_sha": "x"})
+    with pytest.raises(gen.ResultError, match="uncommitted changes"):
+        gen.purge_stale(tmp_path)
+    assert keep.exists()
