@@ -1,11 +1,16 @@
 # Two entry points: `make demo` and `make test` (ruff, mypy, then the tests; `make check` is the same).
-# Both create the virtual environment on first use.
+# Both create the virtual environment on first use. `make results` regenerates the tables of docs/results.md
+# from experiments/results/ (no simulation); `make experiments` deletes result files not made by the code
+# checked out now, re-runs every experiment with its documented arguments (hours), then does `make results`.
+# The experiments read the measured data from $DLSCHED_DATA.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo test check lint typecheck bench clean
+.PHONY: demo test check lint typecheck bench clean results experiments
+
+WORKERS ?= 2
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +35,28 @@ check: test
 
 bench: $(STAMP)
 	$(PY) benchmarks/sim_speed.py
+
+results: $(STAMP)
+	$(PY) experiments/make_results.py
+
+# Order matters: sia_fairness and sia_sensitivity reuse runs sia_table33 cached under the same commit.
+experiments: $(STAMP)
+	$(PY) experiments/make_results.py --purge-stale
+	$(PY) experiments/pal_testbed.py --seeds 4 --workers $(WORKERS)
+	$(PY) benchmarks/placement_time.py --rounds 20 --out experiments/results/placement_time.json
+	$(PY) experiments/pal_fig11.py --seeds 3 --workers $(WORKERS)
+	$(PY) experiments/pal_fig13.py --seeds 2 --workers $(WORKERS)
+	$(PY) experiments/pal_synergy.py --workers $(WORKERS)
+	$(PY) experiments/pal_synergy.py --rates 18,22,26 --placements packed-sticky,pm-first,pal --series-rates 22 \
+		--tag _saturated --workers $(WORKERS)
+	$(PY) experiments/sia_table33.py --workloads 8 --saturn 6 --workers $(WORKERS)
+	$(PY) experiments/sia_fairness.py --workloads 8 --saturn 6 --workers $(WORKERS)
+	$(PY) experiments/sia_table34.py --workloads 3 --workers $(WORKERS)
+	$(PY) experiments/sia_sensitivity.py --workloads 3 --workers $(WORKERS)
+	$(PY) experiments/sia_rigid.py --workloads 3 --workers $(WORKERS)
+	$(PY) experiments/sia_gpt.py --workloads 3 --workers $(WORKERS)
+	$(PY) experiments/gavel_fidelity.py --workloads 8 --workers $(WORKERS)
+	$(PY) experiments/make_results.py
 
 clean:
 	rm -rf $(VENV) dlsched-compare .pytest_cache .mypy_cache

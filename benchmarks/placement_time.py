@@ -9,9 +9,11 @@ log-normal spread otherwise. The first round of each policy includes binning the
 silhouette sweep, not cached from an earlier measurement), as PAL's worst case does.
 
 Output: a table on stderr, then one JSON object per line and measurement on stdout with keys
-``placement``, ``gpus``, ``median_s``, ``max_s`` (plus ``rounds``, ``jobs_per_round``, ``first_s``).
+``placement``, ``gpus``, ``median_s``, ``max_s`` (plus ``rounds``, ``jobs_per_round``, ``first_s``). With
+``--out FILE`` the measurements also go to a result file with the provenance of
+:func:`dlsched.sim.about.provenance`; ``tables(data)`` renders figure 18's table from it (``docs/results.md``).
 
-    python benchmarks/placement_time.py [--sizes 64,256,1024,27000] [--rounds 20] [--load 1.3]
+    python benchmarks/placement_time.py [--sizes 64,256,1024,27000] [--rounds 20] [--load 1.3] [--out FILE]
 """
 
 from __future__ import annotations
@@ -104,13 +106,51 @@ def measure(name: str, num_gpus: int, rounds: int, load: float, seed: int) -> di
             "first_s": times[0], "rounds": rounds, "jobs_per_round": statistics.median(per_round)}
 
 
+#: PAL's figure 18 at 256 GPUs (seconds): PM-First's worst round, PAL's median and worst.
+PAPER_256 = {"pm-first_max_s": 2.0, "pal_median_s": 2.8, "pal_max_s": 4.0}
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:.2g} ms" if x < 0.01 else f"{x * 1e3:.3g} ms" if x < 1 else f"{x:.2f} s"
+
+
+def tables(data: dict) -> dict[str, str]:
+    """Figure 18's table from a result file written with ``--out``: per cluster size, jobs placed per round
+    and each placement's median and worst round."""
+    by = {(r["gpus"], r["placement"]): r for r in data["runs"]}
+    sizes = sorted({g for g, _ in by})
+    lines = ["| GPUs | jobs per round | PM-First median | PM-First worst | PAL median | PAL worst |", "|---|---|---|---|---|---|"]
+    for n in sizes:
+        pm, pal = by.get((n, "pm-first")), by.get((n, "pal"))
+        cells = [_ms(r[k]) if r else "-" for r in (pm, pal) for k in ("median_s", "max_s")]
+        jobs = (pm or pal or {}).get("jobs_per_round")
+        lines.append(f"| {n:,} | {jobs:,.0f} | " + " | ".join(cells) + " |")
+    lines.append(f"| paper, 256 | | | {PAPER_256['pm-first_max_s']:g} s | {PAPER_256['pal_median_s']:g} s | "
+                 f"{PAPER_256['pal_max_s']:g} s |")
+    targets = []
+    for n, goal, key in ((256, 0.010, "median_s"), (27000, 1.0, "max_s")):
+        got = [by[(n, p)][key] for p in ("pm-first", "pal") if (n, p) in by]
+        if got:
+            met = "met" if max(got) < goal else "not met"
+            targets.append(f"{'median' if key == 'median_s' else 'worst round'} under {_ms(goal)} at {n:,} GPUs: "
+                           f"{met} (slowest of the two: {_ms(max(got))})")
+    return {"table": "\n".join(lines), "targets": "Targets: " + "; ".join(targets) + "."}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="64,256,1024,27000")
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--load", type=float, default=1.3, help="queued GPU demand over cluster size")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="also write the measurements, with provenance, to this JSON file")
     args = ap.parse_args(argv)
+    from dlsched.outputs import check_output_file
+    from dlsched.sim.about import provenance
+
+    if args.out:
+        check_output_file(args.out, "--out")
+    provenance()  # the code as it is at the start
     rows = []
     for n in (int(x) for x in args.sizes.split(",")):
         for name in ("pm-first", "pal"):
@@ -121,6 +161,12 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr, flush=True)
     for r in rows:
         print(json.dumps(r))
+    if args.out:
+        from dlsched.outputs import atomic_file
+
+        payload = {**provenance(), "experiment": "placement_time", "args": vars(args), "runs": rows}
+        with atomic_file(args.out) as tmp:
+            tmp.write_text(json.dumps(payload, indent=1) + "\n")
     return 0
 
 

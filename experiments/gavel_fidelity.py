@@ -4,7 +4,8 @@ Philly workloads ``sia-philly:1..N@tuned`` on ``sia-hetero-64`` with Gavel's 360
 ``gavel`` allocation's defaults (Gavel's code: raw throughputs profiled offline, proportional max-min
 reference, equal-share isolated throughput and accumulated isolated time in finish-time fairness) and once
 per deviation option, for each of Gavel's objectives. Prints average JCT (hours, mean ± std over workloads)
-and writes every run's full configuration and summary, the commit and the dlsched version as JSON.
+and writes, as JSON, the provenance of :func:`dlsched.sim.about.provenance` (commit, dirty, dlsched version,
+every run's resolved configuration in ``configs``) and each run's summary (``runs[i]`` ran ``configs[i]``).
 
     python experiments/gavel_fidelity.py --workloads 2
 """
@@ -15,7 +16,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -56,13 +56,6 @@ def configs(workloads: int) -> list[Any]:
             for objective, name, extra in VARIANTS for w in range(1, workloads + 1)]
 
 
-def commit() -> str:
-    """The commit the runs were made at, marked ``-dirty`` when the working tree has changes."""
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, check=True)
-    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-
-
 def table(runs: list[dict[str, Any]]) -> str:
     """Average JCT per variant (hours, mean ± std over workloads) and its change against Gavel's defaults."""
     by_label: dict[str, list[float]] = {}
@@ -81,6 +74,11 @@ def table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def tables(data: dict[str, Any]) -> dict[str, str]:
+    """The experiment's table from its result file (``experiments/results/gavel_fidelity.json``)."""
+    return {"table": table([{**run, "config": cfg} for run, cfg in zip(data["runs"], data["configs"], strict=True)])}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workloads", type=int, default=8, help="Philly workloads 1..N (default 8)")
@@ -88,21 +86,22 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=OUT, help=f"JSON result file (default {OUT.relative_to(ROOT)})")
     args = p.parse_args()
 
-    from dlsched import __version__
+    from dlsched.outputs import atomic_file
+    from dlsched.sim.about import provenance
     from dlsched.sim.run import run_many
 
-    at = commit()
+    provenance()  # the code as it is now, at the start: what the runs will run, whatever the checkout does later
     t0 = time.perf_counter()
     records = run_many(configs(args.workloads), workers=args.workers)
-    runs = [{"config": r.config_record(), "summary": r.summary, "wall_s": r.wall_s, "complete": r.complete}
-            for r in records]
-    text = table(runs)
-    print(text)
-    print(f"\n{len(runs)} runs, {(time.perf_counter() - t0) / 60:.1f} min")
+    payload = {**provenance([r.config_record() for r in records]), "experiment": "gavel_fidelity",
+               "cluster": CLUSTER, "round_s": ROUND_S, "workloads": args.workloads,
+               "wall_s": sum(r.wall_s for r in records),
+               "runs": [{"summary": r.summary, "wall_s": r.wall_s, "complete": r.complete} for r in records]}
+    print(tables(payload)["table"])
+    print(f"\n{len(records)} runs, {(time.perf_counter() - t0) / 60:.1f} min")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"commit": at, "dlsched_version": __version__, "cluster": CLUSTER, "round_s": ROUND_S,
-               "workloads": args.workloads, "table": text, "runs": runs}
-    args.out.write_text(json.dumps(payload, indent=1, default=str) + "\n")
+    with atomic_file(args.out) as tmp:
+        tmp.write_text(json.dumps(payload, indent=1, default=str) + "\n")
     print(f"wrote {args.out}")
 
 

@@ -10,6 +10,12 @@ every simulated GPU is a profiled GPU, scored by the median of its runs). ``vari
 how PAL's simulator draws scores (``gpu_speeds=single-runs``): per class, single benchmark runs sampled from the
 measured file (stragglers included, up to 3.6x for ResNet-50 on Longhorn). In both cases the policy sees only
 the profile the engine hands it (``ClusterView.gpu_scores``), and bins it itself.
+
+Result files. :func:`write_json` starts every file with the provenance of
+:func:`dlsched.sim.about.provenance` (commit, dirty, dlsched version) and moves each run's resolved
+configuration (``config``, added by :func:`metrics_of`) to a top-level ``configs`` list (``configs[i]`` is the
+configuration of ``runs[i]``). Each experiment exposes ``tables(data)``, its printed tables rendered from that
+file alone, which ``experiments/make_results.py`` uses to regenerate ``docs/results.md``.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ def metrics_of(spec: dict[str, Any], records: Any) -> dict[str, Any]:
     out["policy_max_s"] = float(policy_s.max()) if len(policy_s) else None
     out["rounds"] = len(records.rounds)
     out["wall_s"] = records.wall_s
+    out["config"] = records.config_record()
     if spec.get("series"):
         # Step function: keep the rounds where the count changes (and the last one).
         pts = [[round(r.time_s), r.allocated_gpus] for r in records.rounds]
@@ -88,8 +95,10 @@ def run_all(specs: list[dict[str, Any]], *, workers: int | None = None,
             progress: Callable[[int, int, dict], None] | None = None) -> list[dict[str, Any]]:
     """Run specs in a process pool (``workers`` defaults to the CPU count); results in spec order."""
     from dlsched.progress import progress_bar
+    from dlsched.sim.about import code_state
     from dlsched.sim.run import run_many
 
+    code_state()  # the code as it is at the start is what the runs run, whatever happens to the checkout later
     workers = workers or int(os.environ.get("DLSCHED_WORKERS", os.cpu_count() or 1))
     results: list[dict[str, Any] | None] = [None] * len(specs)
     done = 0
@@ -122,11 +131,21 @@ def geomean(xs: Iterable[float]) -> float:
     return float(np.exp(np.log(arr).mean())) if len(arr) else math.nan
 
 
-def write_json(name: str, payload: Any, *, indent: int | None = 1) -> Path:
+def write_json(name: str, payload: dict[str, Any], *, indent: int | None = 1) -> Path:
+    """Write ``experiments/results/NAME``: provenance, then ``payload``; the ``config`` of each of
+    ``payload["runs"]`` moves to the top-level ``configs`` list, in the same order."""
     from dlsched.outputs import atomic_file
+    from dlsched.sim.about import provenance
 
+    runs = payload.get("runs")
+    if isinstance(runs, list):
+        configs = [r.get("config") for r in runs]
+        payload = {**payload, "runs": [{k: v for k, v in r.items() if k != "config"} for r in runs]}
+        payload = {**provenance(configs), **payload}
+    else:
+        payload = {**provenance(), **payload}
     path = RESULTS / name
-    text = json.dumps(payload, indent=indent, separators=None if indent else (",", ":"))
+    text = json.dumps(payload, indent=indent, separators=None if indent else (",", ":"), default=str)
     with atomic_file(path) as tmp:
         tmp.write_text(text + "\n")
     return path
@@ -139,3 +158,29 @@ def table(rows: list[list[str]], header: list[str]) -> str:
         return "| " + " | ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=True)) + " |"
     sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     return "\n".join([fmt(header), sep, *(fmt(r) for r in rows)])
+
+
+#: Keys of a run's result that are outcomes or name the placement, not the situation it ran in.
+_OUTCOME_KEYS = frozenset({"jobs", "completed", "avg_jct_s", "p99_jct_s", "avg_wait_s", "makespan_s", "multi",
+                           "policy_median_s", "policy_max_s", "rounds", "wall_s", "config", "placement", "variant",
+                           "settings", "gpus_in_use", "waits"})
+
+
+def pal_vs_pm_first(runs: list[dict[str, Any]]) -> str:
+    """A sentence saying in how many paired runs (same situation: workload, draw, seed, ordering, penalty, ...)
+    PAL's average JCT differs from PM-First's, and by how much at most."""
+    pairs: dict[str, dict[str, float]] = {}
+    for r in runs:
+        name = r.get("variant", r["placement"])
+        if name in ("pal", "pm-first") and r.get("avg_jct_s") is not None:
+            situation = json.dumps({k: v for k, v in r.items() if k not in _OUTCOME_KEYS}, sort_keys=True,
+                                   default=str)
+            pairs.setdefault(situation, {})[name] = r["avg_jct_s"]
+    both = [p for p in pairs.values() if len(p) == 2]
+    diff = [p["pal"] / p["pm-first"] - 1 for p in both if p["pal"] != p["pm-first"]]
+    if not diff:
+        return f"PAL's average JCT equals PM-First's in all {len(both)} paired runs."
+    lower = sum(d < 0 for d in diff)
+    return (f"PAL's average JCT differs from PM-First's in {len(diff)} of {len(both)} paired runs (all but the "
+            f"placement equal), by at most {100 * max(abs(d) for d in diff):.2g}%; PAL is the lower in {lower} of "
+            f"them.")

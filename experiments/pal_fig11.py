@@ -14,12 +14,22 @@ stdout, everything in ``experiments/results/pal_fig11.json``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections import defaultdict
 
 import numpy as np
-from pal_common import PAPER_NAMES, PLACEMENTS, geomean, run_all, stderr_progress, table, write_json
+from pal_common import (
+    PAPER_NAMES,
+    PLACEMENTS,
+    geomean,
+    pal_vs_pm_first,
+    run_all,
+    stderr_progress,
+    table,
+    write_json,
+)
 
 PAPER = {"pm-first": 0.60, "pal": 0.57}  # average JCT relative to Tiresias (40% and 43% lower)
 PAPER_MAKESPAN = {"pm-first": 0.56, "pal": 0.53}
@@ -66,6 +76,43 @@ def summarise(results: list[dict], modes: list[str], workloads: list[int]) -> di
     return out
 
 
+def tables(data: dict) -> dict[str, str]:
+    """From ``experiments/results/pal_fig11.json``: ``table`` (per workload under the first draw, geomeans
+    under every draw, the paper's), ``gains`` (PM-First's and PAL's against Tiresias), ``baselines`` (which baselines beat Tiresias), ``per_draw`` (geomeans of
+    each variability draw) and ``pal_vs_pm_first``."""
+    summary = data["summary"]
+    modes = list(summary)
+    first = modes[0]
+    header = [f"workload ({first} draw)", "Tiresias avg JCT (h)", *[PAPER_NAMES.get(v, v) for v in VARIANTS[1:]]]
+    rows = [[t, f"{r['tiresias_avg_jct_h']:.2f}", *[f"{r[v]:.3f}" for v in VARIANTS[1:]]]
+            for t, r in summary[first]["workloads"].items()]
+    for what, key, paper in (("avg JCT", "geomean_avg_jct", PAPER), ("makespan", "geomean_makespan", PAPER_MAKESPAN)):
+        for mode in modes:
+            rows.append([f"{what} geomean, {mode} draw", "", *[f"{summary[mode][key][v]:.3f}" for v in VARIANTS[1:]]])
+        rows.append([f"paper {what}", "", *[f"{paper[v]:.2f}" if v in paper else "" for v in VARIANTS[1:]]])
+    lines = []
+    for mode in modes:
+        gm = summary[mode]["geomean_avg_jct"]
+        worse = [PAPER_NAMES[v] for v in ("packed", "random-sticky", "random") if gm[v] > 1]
+        better = [PAPER_NAMES[v] for v in ("packed", "random-sticky", "random") if gm[v] <= 1]
+        slower = sum(r["packed"] > 1 for r in summary[mode]["workloads"].values())
+        lines.append(f"* {mode} draw: geomean above Tiresias's (worse): {', '.join(worse) or 'none'}; at or below "
+                     f"(better): {', '.join(better) or 'none'}. Gandiva is slower than Tiresias on {slower} of "
+                     f"{len(summary[mode]['workloads'])} workloads.")
+    gains = "\n".join(
+        f"* {mode} draw: PM-First and PAL cut the geomean average JCT by "
+        f"{100 * (1 - summary[mode]['geomean_avg_jct']['pm-first']):.0f}% and "
+        f"{100 * (1 - summary[mode]['geomean_avg_jct']['pal']):.0f}% against Tiresias (paper: 40% and 43%), and the "
+        f"geomean makespan by {100 * (1 - summary[mode]['geomean_makespan']['pm-first']):.0f}% and "
+        f"{100 * (1 - summary[mode]['geomean_makespan']['pal']):.0f}% (paper: 44% and 47%)." for mode in modes)
+    per_draw = "\n".join(
+        f"* {mode} draw, per-draw geomeans: " + "; ".join(
+            f"draw {k}: PM-First {v['pm-first']:.3f}, PAL {v['pal']:.3f}" for k, v in summary[mode]["per_seed_geomean"].items())
+        for mode in modes)
+    return {"table": table(rows, header), "gains": gains, "baselines": "\n".join(lines), "per_draw": per_draw,
+            "pal_vs_pm_first": pal_vs_pm_first(data["runs"])}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=4, help="variability draws per run")
@@ -79,20 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     results = run_all(specs(args.seeds, modes, workloads), workers=args.workers, progress=stderr_progress)
     wall = time.perf_counter() - t0
     summary = summarise(results, modes, workloads)
-    header = ["workload", "Tiresias avg JCT (h)", *[PAPER_NAMES.get(v, v) for v in VARIANTS]]
-    for mode in modes:
-        s = summary[mode]
-        rows = [[t, f"{r['tiresias_avg_jct_h']:.2f}", *[f"{r[v]:.3f}" for v in VARIANTS]] for t, r in s["workloads"].items()]
-        rows.append(["geomean", "", *[f"{s['geomean_avg_jct'][v]:.3f}" for v in VARIANTS]])
-        rows.append(["paper geomean", "", "1.000", "", "", "", f"{PAPER['pm-first']:.2f}", f"{PAPER['pal']:.2f}", ""])
-        rows.append(["makespan geomean", "", *[f"{s['geomean_makespan'][v]:.3f}" for v in VARIANTS]])
-        rows.append(["paper makespan", "", "1.000", "", "", "", f"{PAPER_MAKESPAN['pm-first']:.2f}",
-                     f"{PAPER_MAKESPAN['pal']:.2f}", ""])
-        print(f"\n### variability = {mode} ({args.seeds} draws), average JCT normalised to Tiresias (packed-sticky)\n")
-        print(table(rows, header))
-        print("\nper-draw geomeans: " + "; ".join(
-            f"seed {k}: PM-First {v['pm-first']:.3f}, PAL {v['pal']:.3f}" for k, v in s["per_seed_geomean"].items()))
     path = write_json("pal_fig11.json", {"args": vars(args), "wall_s": wall, "summary": summary, "runs": results})
+    print(f"\n### average JCT normalised to Tiresias (packed-sticky), mean over {args.seeds} draws\n")
+    for text in tables(json.loads(path.read_text())).values():
+        print(text + "\n")
     print(f"\n{len(results)} runs in {wall:.0f} s; wrote {path}", file=sys.stderr)
     return 0
 

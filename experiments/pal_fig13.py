@@ -12,12 +12,22 @@ penalty (``--set locality_penalty=X`` in the world) and PAL's L x V matrix assum
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections import defaultdict
 
 import numpy as np
-from pal_common import PAPER_NAMES, PLACEMENTS, geomean, run_all, stderr_progress, table, write_json
+from pal_common import (
+    PAPER_NAMES,
+    PLACEMENTS,
+    geomean,
+    pal_vs_pm_first,
+    run_all,
+    stderr_progress,
+    table,
+    write_json,
+)
 
 #: The paper's improvements over Tiresias at penalty 1.0 and 3.0 (section V-B1).
 PAPER = {"pm-first": (0.30, 0.09), "pal": (0.30, 0.20)}
@@ -52,6 +62,24 @@ def summarise(results: list[dict], penalties: list[float], workloads: list[int])
     return out
 
 
+def tables(data: dict) -> dict[str, str]:
+    """From ``experiments/results/pal_fig13.json``: ``table`` (per penalty: geomean average JCT in hours per
+    placement, PM-First's and PAL's improvement over Tiresias, PAL's lead over PM-First in points, and
+    Random-Sticky against Tiresias) and ``pal_vs_pm_first``."""
+    header = ["penalty", *[PAPER_NAMES[p] for p in PLACEMENTS], "PM-First vs Tiresias", "PAL vs Tiresias",
+              "PAL lead over PM-First (points)", "Random-Sticky vs Tiresias"]
+    rows = []
+    for pen, s in data["summary"].items():
+        norm = s["geomean_vs_tiresias"]
+        rows.append([pen, *[f"{s['geomean_avg_jct_h'][p]:.2f}" for p in PLACEMENTS],
+                     f"{1 - norm['pm-first']:.0%}", f"{1 - norm['pal']:.0%}",
+                     f"{100 * (norm['pm-first'] - norm['pal']):.1f}", f"{norm['random-sticky'] - 1:+.0%}"])
+    rows.append(["paper (1.0 -> 3.0)", *[""] * len(PLACEMENTS),
+                 f"{PAPER['pm-first'][0]:.0%} -> {PAPER['pm-first'][1]:.0%}",
+                 f"{PAPER['pal'][0]:.0%} -> {PAPER['pal'][1]:.0%}", "", ""])
+    return {"table": table(rows, header), "pal_vs_pm_first": pal_vs_pm_first(data["runs"])}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--penalties", default="1.0,1.5,2.0,2.5,3.0")
@@ -67,17 +95,11 @@ def main(argv: list[str] | None = None) -> int:
                       progress=stderr_progress)
     wall = time.perf_counter() - t0
     summary = summarise(results, penalties, workloads)
-    header = ["penalty", *[f"{PAPER_NAMES[p]} h" for p in PLACEMENTS], "PM-First vs T", "PAL vs T"]
-    rows = []
-    for pen, s in summary.items():
-        rows.append([pen, *[f"{s['geomean_avg_jct_h'][p]:.2f}" for p in PLACEMENTS],
-                     f"{1 - s['geomean_vs_tiresias']['pm-first']:+.0%}", f"{1 - s['geomean_vs_tiresias']['pal']:+.0%}"])
+    path = write_json("pal_fig13.json", {"args": vars(args), "wall_s": wall, "summary": summary, "runs": results})
     print(f"\n### locality penalty sweep, variability = {args.variability} ({args.seeds} draws): geomean average "
           f"JCT (hours) and improvement over Tiresias (packed-sticky)\n")
-    print(table(rows, header))
-    print(f"\npaper: PM-First improvement {PAPER['pm-first'][0]:.0%} -> {PAPER['pm-first'][1]:.0%}, "
-          f"PAL {PAPER['pal'][0]:.0%} -> {PAPER['pal'][1]:.0%} from penalty 1.0 to 3.0")
-    path = write_json("pal_fig13.json", {"args": vars(args), "wall_s": wall, "summary": summary, "runs": results})
+    for text in tables(json.loads(path.read_text())).values():
+        print(text + "\n")
     print(f"\n{len(results)} runs in {wall:.0f} s; wrote {path}", file=sys.stderr)
     return 0
 

@@ -15,6 +15,7 @@ in use per round (figure 15) and per-job wait times (figure 19); plots go to ``e
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections import defaultdict
@@ -72,7 +73,7 @@ def plot_series(results: list[dict], tag: str = "") -> list[str]:
 
     from dlsched.outputs import atomic_file
 
-    written = []
+    written: list[str] = []
     runs = [r for r in results if r.get("gpus_in_use")]
     if not runs:
         return written
@@ -122,6 +123,46 @@ def plot_series(results: list[dict], tag: str = "") -> list[str]:
     return written
 
 
+def _gain(cell: dict, key: str = "avg_jct_h", of: str = "pal") -> str:
+    base = cell.get("packed-sticky", {}).get(key)
+    mine = cell.get(of, {}).get(key)
+    return f"{1 - mine / base:.1%}" if base and mine is not None and mine == mine else "-"
+
+
+def tables(data: dict) -> dict[str, str]:
+    """From ``experiments/results/pal_synergy<tag>.json``: ``fifo`` (FIFO, every placement, hours; PM-First's
+    and PAL's improvement over Tiresias, PAL's on multi-GPU jobs; Tiresias's average wait in minutes) and
+    ``orderings`` (every ordering: Tiresias / PM-First / PAL and PAL's improvement)."""
+    summary = data["summary"]
+    runs = data["runs"]
+    wait = {(r["sched"], f"{r['rate']:g}"): r["avg_wait_s"] for r in runs
+            if r["placement"] == "packed-sticky" and r.get("avg_wait_s") is not None}
+    out = {}
+    if "fifo" in summary:
+        cells = summary["fifo"]
+        placements = [p for p in PLACEMENTS if any(p in c for c in cells.values())]
+        rows = [[rate, *[f"{cells[rate][p]['avg_jct_h']:.2f}" if p in cells[rate] else "-" for p in placements],
+                 _gain(cells[rate], of="pm-first"), _gain(cells[rate]), _gain(cells[rate], "multi_avg_jct_h"),
+                 f"{wait[('fifo', rate)] / 60:.1f}" if ("fifo", rate) in wait else "-"]
+                for rate in sorted(cells, key=float)]
+        out["fifo"] = table(rows, ["jobs/h", *[PAPER_NAMES[p] for p in placements], "PM-First vs Tiresias",
+                                   "PAL vs Tiresias", "PAL vs Tiresias, multi-GPU jobs", "Tiresias avg wait (min)"])
+    rates = sorted({rate for cells in summary.values() for rate in cells}, key=float)
+    header, rows = ["jobs/h"], []
+    orderings = [o for o in ORDERING if o in summary] + [o for o in summary if o not in ORDERING]
+    for o in orderings:
+        header += [f"{o.upper()}: Tiresias / PM-First / PAL (h)", "PAL vs Tiresias"]
+    for rate in rates:
+        row = [rate]
+        for o in orderings:
+            cell = summary[o].get(rate, {})
+            row += [" / ".join(f"{cell[p]['avg_jct_h']:.2f}" if p in cell else "-"
+                               for p in ("packed-sticky", "pm-first", "pal")), _gain(cell)]
+        rows.append(row)
+    out["orderings"] = table(rows, header)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rates", default="4,6,8,10,12,14")
@@ -139,28 +180,18 @@ def main(argv: list[str] | None = None) -> int:
     results = run_all(specs(args), workers=args.workers, progress=stderr_progress)
     wall = time.perf_counter() - t0
     summary = summarise(results)
-    placements = args.placements.split(",")
-    for o, by_rate in summary.items():
-        rows = []
-        for rate in sorted(by_rate, key=float):
-            cell = by_rate[rate]
-            base = cell.get("packed-sticky", {})
-            row = [rate, *[f"{cell[p]['avg_jct_h']:.2f}" if p in cell else "-" for p in placements]]
-            if "pal" in cell and base:
-                row.append(f"{1 - cell['pal']['avg_jct_h'] / base['avg_jct_h']:+.1%}")
-                row.append(f"{1 - cell['pal']['multi_avg_jct_h'] / base['multi_avg_jct_h']:+.1%}")
-            rows.append(row)
-        header = ["jobs/h", *[f"{PAPER_NAMES[p]} h" for p in placements], "PAL vs T", "PAL vs T (multi-GPU)"]
-        print(f"\n### Synergy, {o.upper()} ({ORDERING[o]}): average JCT of jobs {window(args.jobs)} (hours)\n")
-        print(table(rows, header))
-        print(f"\npaper ({o.upper()}): PAL vs Tiresias {PAPER[o]}")
     plots = plot_series(results, args.tag)
     slim = [{k: v for k, v in r.items() if k not in ("gpus_in_use", "waits")} for r in results]
-    series = [{k: r[k] for k in ("sched", "rate", "placement", "gpus_in_use", "waits")} for r in results
+    series = [{k: r[k] for k in ("sched", "rate", "placement", "gpus_in_use", "waits", "config")} for r in results
               if r.get("gpus_in_use")]
     path = write_json(f"pal_synergy{args.tag}.json", {"args": vars(args), "wall_s": wall, "summary": summary,
                                                        "runs": slim})
-    write_json(f"pal_synergy_series{args.tag}.json", series, indent=None)
+    write_json(f"pal_synergy_series{args.tag}.json", {"args": vars(args), "runs": series}, indent=None)
+    print(f"\n### Synergy: average JCT of jobs {window(args.jobs)} (hours)\n")
+    for text in tables(json.loads(path.read_text())).values():
+        print(text + "\n")
+    for o in summary:
+        print(f"paper ({o.upper()}): PAL vs Tiresias {PAPER[o]}")
     print(f"\n{len(results)} runs in {wall:.0f} s; wrote {path} {' '.join(plots)}", file=sys.stderr)
     return 0
 

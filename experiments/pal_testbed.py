@@ -13,14 +13,30 @@ Results in ``experiments/results/pal_testbed.json``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections import defaultdict
 
 import numpy as np
-from pal_common import run_all, stderr_progress, table, write_json
+from pal_common import pal_vs_pm_first, run_all, stderr_progress, table, write_json
 
 PAPER = {"cluster": (1.76, 1.35), "simulation": (1.56, 1.16)}  # avg JCT hours, Tiresias and PAL
+
+
+def tables(data: dict) -> dict[str, str]:
+    """From ``experiments/results/pal_testbed.json``: ``table`` (average JCT per setting, the paper's rows)
+    and ``pal_vs_pm_first``."""
+    rows = []
+    for setting, s in data["summary"].items():
+        mode, ordering = setting.split("/", 1)
+        rows.append([f"simulated, {mode} draw, {ordering}", f"{s['tiresias_h']:.2f}", f"{s['pm_first_h']:.2f}",
+                     f"{s['pal_h']:.2f}", f"{s['improvement']:.0%}", f"{s['makespan_improvement']:.0%}"])
+    for name, (t, p) in PAPER.items():
+        rows.append([f"paper, {name}", f"{t:.2f}", "", f"{p:.2f}", f"{1 - p / t:.0%}",
+                     "27%" if name == "cluster" else ""])
+    header = ["setting", "Tiresias (h)", "PM-First (h)", "PAL (h)", "PAL improvement", "PAL makespan improvement"]
+    return {"table": table(rows, header), "pal_vs_pm_first": pal_vs_pm_first(data["runs"])}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,20 +61,17 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         agg[(r["variability"], r["ordering"], r["placement"])].append(r["avg_jct_s"] / 3600)
         mk[(r["variability"], r["ordering"], r["placement"])].append(r["makespan_s"] / 3600)
-    rows, summary = [], {}
+    summary = {}
     for mode in args.variability.split(","):
         for o in args.orderings.split(","):
             t, pm, pal = (float(np.mean(agg[(mode, o, p)])) for p in ("packed-sticky", "pm-first", "pal"))
             mt, mpal = float(np.mean(mk[(mode, o, "packed-sticky")])), float(np.mean(mk[(mode, o, "pal")]))
             summary[f"{mode}/{o}"] = {"tiresias_h": t, "pm_first_h": pm, "pal_h": pal, "improvement": 1 - pal / t,
                                       "makespan_improvement": 1 - mpal / mt}
-            rows.append([f"simulated, {mode} variability, {o}", f"{t:.2f}", f"{pal:.2f}", f"{1 - pal / t:.0%}",
-                         f"{pm:.2f}", f"{1 - mpal / mt:.0%}"])
-    for name, (t, p) in PAPER.items():
-        rows.append([f"paper ({name})", f"{t:.2f}", f"{p:.2f}", f"{1 - p / t:.0%}", "", "27%" if name == "cluster" else ""])
-    print(f"\n### 64-GPU Frontera testbed trace: average JCT (hours), {args.seeds} variability draws\n")
-    print(table(rows, ["setting", "Tiresias", "PAL", "PAL improvement", "PM-First", "PAL makespan impr."]))
     path = write_json("pal_testbed.json", {"args": vars(args), "wall_s": wall, "summary": summary, "runs": results})
+    print(f"\n### 64-GPU Frontera testbed trace: average JCT (hours), {args.seeds} variability draws\n")
+    for text in tables(json.loads(path.read_text())).values():
+        print(text + "\n")
     print(f"\n{len(results)} runs in {wall:.0f} s; wrote {path}", file=sys.stderr)
     return 0
 

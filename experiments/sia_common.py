@@ -1,11 +1,21 @@
-"""Shared runner for the Sia (thesis chapter 3) experiments: cached, parallel runs and result tables.
+"""Shared runner for the Sia (thesis chapter 3) experiments: cached, parallel runs, result files and tables.
 
 Each experiment is a list of run specs: a :class:`~dlsched.sim.config.RunConfig`, a ``tag`` naming the row it
 belongs to, and optionally an ``extract`` function that adds experiment-specific numbers to the summary from
-the run's records. Runs go through :func:`dlsched.sim.run.run_many` (at most two worker processes) and each
-summary is cached as JSON under ``experiments/results/sia/`` (file name = a hash of the configuration), so
-re-running an experiment skips finished runs. Round lengths are the schedulers' own (60 s for Sia and Pollux,
-360 s for Gavel, thesis section 3.4.3).
+the run's records. Runs go through :func:`dlsched.sim.run.run_many` (at most two worker processes).
+
+Cache. Each run's summary is cached as JSON under ``experiments/results/sia/`` (file name = a hash of the
+configuration), with the provenance :func:`dlsched.sim.about.provenance` gives (commit, dirty, dlsched version,
+the resolved configuration) and the requested configuration. A cached run is reused only when its requested
+configuration and extract function are the current ones and it was made by the same code
+(:func:`dlsched.sim.about.same_code`: same commit, same version, and for a dirty tree the same uncommitted
+changes); otherwise it is run again and the file replaced. So tables never mix runs of different code.
+
+Result file. Every experiment writes ``experiments/results/<experiment>.json`` (:func:`write_results`):
+provenance, the experiment's arguments, the configuration of every run (``configs[i]`` belongs to
+``runs[i]``) and each run's tag and summary. Its tables are rendered from that file alone (each script's
+``tables(data)``), which is how ``experiments/make_results.py`` regenerates ``docs/results.md``. Round lengths
+are the schedulers' own (60 s for Sia and Pollux, 360 s for Gavel, thesis section 3.4.3).
 """
 
 from __future__ import annotations
@@ -17,11 +27,13 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results" / "sia"
+#: Experiment result files; the per-run cache is the ``sia`` folder inside.
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RESULTS = RESULTS_DIR / "sia"
 #: Gavel and other rigid schedulers run TunedJobs (thesis, section 3.4.3).
 TUNED = {"gavel"}
 NAMES = {"sia": "Sia", "pollux": "Pollux", "gavel": "Gavel+TJ"}
@@ -63,15 +75,24 @@ def cache_path(s: dict[str, Any]) -> Path:
     return RESULTS / f"{safe}-{key(s)}.json"
 
 
+def _extract_name(s: dict[str, Any]) -> str | None:
+    extract = s.get("extract")
+    return f"{extract.__module__}.{extract.__qualname__}" if extract else None
+
+
 def _record(s: dict[str, Any], records: Any) -> dict[str, Any]:
-    """The cached form of one finished run: its spec (as JSON) and summary."""
+    """The cached form of one finished run: provenance with its resolved configuration, the requested
+    configuration (what the cache is checked against), its tag and summary."""
+    from dlsched.sim.about import provenance
+
     summary = dict(records.summary)
     summary.update(contention(records.rounds))
     if s.get("extract"):
         summary.update(s["extract"](records))
     summary["wall_s"] = records.wall_s
-    return {"spec": {"tag": s["tag"], "config": records.config.model_dump(mode="json")},
-            "summary": _jsonable(summary)}
+    return {**provenance([_jsonable(records.config_record())]),
+            "requested": _jsonable(s["config"].model_dump(mode="json")), "extract": _extract_name(s),
+            "tag": s["tag"], "summary": _jsonable(summary)}
 
 
 def _save(s: dict[str, Any], rec: dict[str, Any]) -> None:
@@ -79,6 +100,17 @@ def _save(s: dict[str, Any], rec: dict[str, Any]) -> None:
 
     with atomic_file(cache_path(s)) as tmp:
         tmp.write_text(json.dumps(rec, indent=1) + "\n")
+
+
+def valid(s: dict[str, Any], rec: Any) -> bool:
+    """Whether a cached record may stand for spec ``s`` now: same requested configuration and extract
+    function, made by the same code (commit, dlsched version, uncommitted changes)."""
+    from dlsched.sim.about import same_code
+
+    return (isinstance(rec, dict) and isinstance(rec.get("summary"), dict) and isinstance(rec.get("configs"), list)
+            and len(rec["configs"]) == 1 and same_code(rec)
+            and rec.get("requested") == _jsonable(s["config"].model_dump(mode="json"))
+            and rec.get("extract") == _extract_name(s))
 
 
 def contention(rounds: list) -> dict[str, float | None]:
@@ -101,27 +133,31 @@ def _jsonable(x: Any) -> Any:
 
 
 def load_cached(s: dict[str, Any]) -> dict[str, Any] | None:
+    """The cached record of ``s`` when there is one and it is :func:`valid`, else None (the run is re-run)."""
     path = cache_path(s)
-    if path.exists():
-        try:
-            return json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            return None
-    return None
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return rec if valid(s, rec) else None
 
 
 def run_all(specs: list[dict[str, Any]], workers: int = MAX_WORKERS, force: bool = False) -> list[dict | None]:
-    """Run the specs not already cached (at most ``workers`` processes); records in spec order.
+    """Run the specs not validly cached (at most ``workers`` processes); records in spec order.
 
-    A run that raises is reported on stderr and its slot is ``None``.
+    A record is the cached form (:func:`_record`) plus ``spec``: ``{"tag", "config"}`` (the spec's tag and
+    the resolved configuration). A run that raises is reported on stderr and its slot is ``None``.
     """
     from dlsched.progress import progress_bar
+    from dlsched.sim.about import code_state
     from dlsched.sim.run import run_many
 
+    code_state()  # the code as it is at the start is what the runs run, whatever happens to the checkout later
     out: list[dict | None] = [None if force else load_cached(s) for s in specs]
     for s, r in zip(specs, out, strict=True):  # a cached run may come from another experiment: use our tag
         if r is not None:
-            r["spec"] = {**r["spec"], "tag": s["tag"]}
+            r["tag"] = s["tag"]
+            r["spec"] = {"tag": s["tag"], "config": r["configs"][0]}
     todo = [i for i, r in enumerate(out) if r is None]
     cached = len(specs) - len(todo)
     print(f"{len(specs)} runs: {cached} cached, {len(todo)} to run ({workers} workers)", file=sys.stderr)
@@ -139,8 +175,9 @@ def run_all(specs: list[dict[str, Any]], workers: int = MAX_WORKERS, force: bool
         if isinstance(result, BaseException):
             print(f"  {where} FAILED: {result!r}", file=sys.stderr, flush=True)
             return
-        out[i] = rec = _record(s, result)
+        rec = _record(s, result)
         _save(s, rec)
+        out[i] = rec = {**rec, "spec": {"tag": s["tag"], "config": rec["configs"][0]}}
         print(f"  {where} avg_jct={hours(rec['summary']['avg_jct_s'])} ({rec['summary']['wall_s']:.0f}s, "
               f"total {time.perf_counter() - t0:.0f}s)", file=sys.stderr, flush=True)
 
@@ -209,13 +246,16 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([fmt(header), sep, *(fmt(r) for r in rows)])
 
 
-def parser(description: str, default_workloads: int) -> argparse.ArgumentParser:
+def parser(description: str, default_workloads: int, name: str = "") -> argparse.ArgumentParser:
+    """The common options; ``name`` is the experiment's (its result file is ``experiments/results/NAME.json``)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--workloads", type=int, default=default_workloads,
                    help=f"number of workloads per trace family (default {default_workloads})")
     p.add_argument("--workers", type=int, default=MAX_WORKERS, help="worker processes (at most 2)")
     p.add_argument("--force", action="store_true", help="re-run even cached runs")
-    p.add_argument("--json", type=_json_target, default=None, help="also write the table rows here")
+    default = f"experiments/results/{name}.json" if name else "none"
+    p.add_argument("--json", type=_json_target, default=None,
+                   help=f"result file: provenance, every run's configuration and summary (default {default})")
     return p
 
 
@@ -230,7 +270,7 @@ def _json_target(text: str) -> Path:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def total_wall(records: list[dict | None]) -> float:
+def total_wall(records: Sequence[dict | None]) -> float:
     return sum(r["summary"].get("wall_s", 0.0) for r in records if r is not None)
 
 
@@ -240,3 +280,73 @@ def write_json(path: Path | None, payload: Any) -> None:
     if path is not None:
         with atomic_file(path) as tmp:
             tmp.write_text(json.dumps(_jsonable(payload), indent=1) + "\n")
+
+
+def write_results(name: str, args: argparse.Namespace, records: list[dict | None]) -> dict[str, Any]:
+    """Write the experiment's result file (``--json``, default ``experiments/results/NAME.json``) and return
+    its content: provenance, ``experiment``, ``args``, ``configs`` and ``runs`` (tag and summary; ``configs[i]``
+    is the configuration of ``runs[i]``), ``failed`` (runs that raised) and ``wall_s`` (simulation time summed
+    over the runs, cached ones included)."""
+    from dlsched.sim.about import provenance
+
+    done = [r for r in records if r is not None]
+    arguments = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    payload = {**provenance([r["spec"]["config"] for r in done]), "experiment": name, "args": arguments,
+               "failed": len(records) - len(done), "wall_s": total_wall(done),
+               "runs": [{"tag": r["spec"]["tag"], "summary": r["summary"]} for r in done]}
+    write_json(args.json or RESULTS_DIR / f"{name}.json", payload)
+    return payload
+
+
+def records_of(data: dict[str, Any]) -> list[dict | None]:
+    """A result file's runs in the form :func:`run_all` returns (``spec`` with tag and configuration)."""
+    return [{"spec": {"tag": run["tag"], "config": cfg}, "summary": run["summary"]}
+            for run, cfg in zip(data["runs"], data["configs"], strict=True)]
+
+
+#: Metrics :func:`comparison` puts side by side: (summary key, name).
+RATIO_METRICS = (("avg_jct_s", "avg JCT"), ("makespan_s", "makespan"), ("restarts_per_job", "restarts/job"))
+
+
+def comparison(records: list[dict | None], pairs: Mapping[tuple[str, str], tuple[float | None, ...]],
+               metrics: tuple[tuple[str, str], ...] = RATIO_METRICS) -> str:
+    """A table of ratios between rows (means over their runs), ours next to the thesis's: one row per
+    (tag A, tag B) of ``pairs``, whose value gives the thesis's A / B ratio per metric (None: not published)."""
+    by: dict[str, list[dict]] = {}
+    for r in records:
+        if r is not None:
+            by.setdefault(str(r["spec"]["tag"]), []).append(r["summary"])
+    header = ["ratio"]
+    for _, name in metrics:
+        header += [f"{name}, ours", "thesis"]
+    rows = []
+    for (a, b), thesis in pairs.items():
+        if a not in by or b not in by:
+            continue
+        row = [f"{a} / {b}"]
+        for (k, _), t in zip(metrics, thesis, strict=True):
+            ma, mb = mean(s.get(k) for s in by[a]), mean(s.get(k) for s in by[b])
+            row += [f"{ma / mb:.2f}" if ma is not None and mb else "-", "-" if t is None else f"{t:.2f}"]
+        rows.append(row)
+    return table(header, rows)
+
+
+def best(records: list[dict | None], metrics: list[tuple[str, str, float, str]] = METRICS) -> str:
+    """A table naming, per metric and workload family (the tag's part before ``/``), the row with the lowest
+    mean: who wins on what, computed rather than read off by eye."""
+    by: dict[str, dict[str, list[dict]]] = {}
+    for r in records:
+        if r is not None:
+            family, _, name = str(r["spec"]["tag"]).rpartition("/")
+            by.setdefault(family or "all", {}).setdefault(name, []).append(r["summary"])
+    rows = []
+    for k, label, _, _ in metrics:
+        row = [f"{label}, lowest"]
+        for rows_of in by.values():
+            means: dict[str, float] = {}
+            for name, sums in rows_of.items():
+                if (m := mean(s.get(k) for s in sums)) is not None:
+                    means[name] = m
+            row.append(min(means, key=means.__getitem__) if means else "-")
+        rows.append(row)
+    return table(["metric", *by], rows)

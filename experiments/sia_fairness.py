@@ -67,8 +67,18 @@ def _names(text: str, known: dict | tuple) -> tuple[str, ...]:
     return names
 
 
+def tables(data: dict) -> dict[str, str]:
+    """The experiment's table, from its result file (``experiments/results/sia_fairness.json``)."""
+    header, rows = sc.group_rows(sc.records_of(data), metrics=METRICS)
+    header.append("thesis fig. 3.7 (worst rho / unfair)")
+    for row in rows:
+        family, name = row[0].split("/")[:2]
+        row.append(" / ".join(THESIS.get((family, name), ("-", "-"))))
+    return {"table": sc.table(header, rows)}
+
+
 def main() -> None:
-    p = sc.parser(__doc__.splitlines()[0], default_workloads=8)
+    p = sc.parser(__doc__.splitlines()[0], default_workloads=8, name="sia_fairness")
     p.add_argument("--saturn", type=int, default=3, help="number of Helios-Saturn workloads (default 3)")
     p.add_argument("--pollux", type=int, default=None, help="Pollux on only the first N workloads per family")
     p.add_argument("--readings", default="text,started", help=f"comma-separated, of: {', '.join(READINGS)}")
@@ -85,13 +95,8 @@ def main() -> None:
             raise SystemExit(f"error: --p: {x!r} is not a number") from None
     records = sc.run_all(specs(args.workloads, args.saturn, pollux=args.pollux, readings=readings,
                                policies=policies, p_values=p_values), workers=args.workers, force=args.force)
-    header, rows = sc.group_rows(records, metrics=METRICS)
-    header.append("thesis fig. 3.7 (worst rho / unfair)")
-    for row in rows:
-        family, name = row[0].split("/")[:2]
-        row.append(" / ".join(THESIS.get((family, name), ("-", "-"))))
-    print(sc.table(header, rows))
-    sc.write_json(args.json, [r for r in records if r is not None])
+    for text in tables(sc.write_results("sia_fairness", args, records)).values():
+        print(text + "\n")
 
 
 if __name__ == "__main__":

@@ -60,8 +60,27 @@ def hourly(summary: dict, hours: int | None = None) -> list[list[str]]:
     return rows
 
 
+def tables(data: dict) -> dict[str, str]:
+    """From ``experiments/results/sia_gpt.json``: ``summary`` (one row per workload) and ``hourly-N`` (the
+    GPT job's GPUs and the active jobs per hour in the N-th workload run)."""
+    out: dict[str, str] = {}
+    rows = []
+    for i, r in enumerate(sc.records_of(data), start=1):
+        sm = r["summary"]  # type: ignore[index]
+        jobs, avg, gpt = sm["jobs"], sm["avg_jct_s"], sm["gpt_jct_s"]
+        rest = (avg * jobs - gpt) / (jobs - 1) if None not in (avg, gpt) and jobs > 1 else None
+        starts = {round(s[0], 3) for s in sm["gpt_segments"]}
+        rows.append([r["spec"]["tag"], sc.hours(gpt), sc.hours(rest),  # type: ignore[index]
+                     ", ".join(f"{t} {v / 3600:.1f}" for t, v in sorted(sm["gpt_gpu_s_by_type"].items())),
+                     str(max(0, len(starts) - 1))])
+        out[f"hourly-{i}"] = sc.table(["hour", "GPT GPUs (avg)", "GPT GPU types", "active jobs (avg)"], hourly(sm))
+    summary = sc.table(["run", "GPT JCT", "avg JCT of the other jobs", "GPT GPU-hours by type",
+                        "GPT allocation changes"], rows)
+    return {"summary": summary, **out}
+
+
 def main() -> None:
-    p = sc.parser(__doc__.splitlines()[0], default_workloads=2)
+    p = sc.parser(__doc__.splitlines()[0], default_workloads=2, name="sia_gpt")
     p.add_argument("--any-type", action="store_true",
                    help="let the GPT job run on any GPU type (t4 included, where it cannot progress)")
     args = p.parse_args()
@@ -70,16 +89,9 @@ def main() -> None:
                      extract=gpt_summary)
              for w in range(1, args.workloads + 1)]
     records = sc.run_all(specs, workers=args.workers, force=args.force)
-    for r in records:
-        if r is None:
-            continue
-        sm = r["summary"]
-        print(f"\n### {r['spec']['tag']}: GPT JCT {sc.hours(sm['gpt_jct_s'])}, GPU-hours by type "
-              + ", ".join(f"{t}={v / 3600:.1f}" for t, v in sm["gpt_gpu_s_by_type"].items())
-              + f"; workload avg JCT {sc.hours(sm['avg_jct_s'])}")
-        print(sc.table(["hour", "GPT GPUs (avg)", "GPT GPU types", "active jobs (avg)"], hourly(sm)))
-    print(f"\nsimulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
-    sc.write_json(args.json, [r for r in records if r is not None])
+    for name, text in tables(sc.write_results("sia_gpt", args, records)).items():
+        print(f"### {name}\n\n{text}\n")
+    print(f"simulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
 
 
 if __name__ == "__main__":

@@ -20,20 +20,29 @@ def specs(n: int, pollux: bool) -> list[dict]:
             for w in range(1, n + 1) for pol in pols]
 
 
+def tables(data: dict) -> dict[str, str]:
+    """The experiment's table and Sia's gain over Gavel, from ``experiments/results/sia_rigid.json``."""
+    records = sc.records_of(data)
+    header, rows = sc.group_rows(records)
+    avg = {row[0]: sc.mean(r["summary"]["avg_jct_s"] for r in records if r and r["spec"]["tag"] == row[0])
+           for row in rows}
+    sia, gavel = avg.get("sia"), avg.get("gavel")
+    gain = "Sia or Gavel has no finished run."
+    if sia is not None and gavel:
+        change = 1 - sia / gavel
+        gain = (f"Sia's average JCT is {100 * abs(change):.0f}% {'lower' if change >= 0 else 'higher'} than "
+                "Gavel's (thesis: about 25% lower).")
+    return {"table": sc.table(header, rows), "gain": gain}
+
+
 def main() -> None:
-    p = sc.parser(__doc__.splitlines()[0], default_workloads=3)
+    p = sc.parser(__doc__.splitlines()[0], default_workloads=3, name="sia_rigid")
     p.add_argument("--pollux", action="store_true", help="also run Pollux on the rigid jobs")
     args = p.parse_args()
     records = sc.run_all(specs(args.workloads, args.pollux), workers=args.workers, force=args.force)
-    header, rows = sc.group_rows(records)
-    print(sc.table(header, rows))
-    by = {row[0]: row for row in rows}
-    avg = {t: sc.mean(r["summary"]["avg_jct_s"] for r in records if r and r["spec"]["tag"] == t)
-           for t in by}
-    if avg.get("sia") and avg.get("gavel"):
-        print(f"\nSia avg JCT vs Gavel: {100 * (1 - avg['sia'] / avg['gavel']):.0f}% lower (thesis: about 25%)")
+    for text in tables(sc.write_results("sia_rigid", args, records)).values():
+        print(text + "\n")
     print(f"simulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
-    sc.write_json(args.json, [r for r in records if r is not None])
 
 
 if __name__ == "__main__":

@@ -32,19 +32,25 @@ def specs(n: int) -> list[dict]:
             for name, st, rs in VARIANTS for w in range(1, n + 1)]
 
 
-def main() -> None:
-    p = sc.parser(__doc__.splitlines()[0], default_workloads=2)
-    args = p.parse_args()
-    records = sc.run_all(specs(args.workloads), workers=args.workers, force=args.force)
+def tables(data: dict) -> dict[str, str]:
+    """The experiment's table, from its result file (``experiments/results/sia_sensitivity.json``)."""
+    records = sc.records_of(data)
     header, rows = sc.group_rows(records, metrics=METRICS)
     base = sc.mean(r["summary"]["avg_jct_s"] for r in records if r and r["spec"]["tag"] == VARIANTS[0][0])
     header.append("avg JCT vs default")
     for row in rows:
         v = sc.mean(r["summary"]["avg_jct_s"] for r in records if r and r["spec"]["tag"] == row[0])
         row.append(f"{100 * (v / base - 1):+.0f}%" if v and base else "-")
-    print(sc.table(header, rows))
-    print(f"\nsimulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
-    sc.write_json(args.json, [r for r in records if r is not None])
+    return {"table": sc.table(header, rows)}
+
+
+def main() -> None:
+    p = sc.parser(__doc__.splitlines()[0], default_workloads=2, name="sia_sensitivity")
+    args = p.parse_args()
+    records = sc.run_all(specs(args.workloads), workers=args.workers, force=args.force)
+    for text in tables(sc.write_results("sia_sensitivity", args, records)).values():
+        print(text + "\n")
+    print(f"simulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
 
 
 if __name__ == "__main__":

@@ -46,15 +46,26 @@ def report(records: list[dict | None], thesis: dict | None = THESIS) -> str:
     return sc.table(header, rows)
 
 
+def tables(data: dict) -> dict[str, str]:
+    """The experiment's tables and derived sentences, from its result file (``experiments/results/sia_table33.json``)."""
+    records = sc.records_of(data)
+    return {"table": report(records), "comparison": sc.comparison(records, THESIS_RATIOS), "best": sc.best(records)}
+
+
+#: Thesis table 3.3 ratios the text compares with: (tag A, tag B) -> A / B for avg JCT, makespan, restarts/job.
+THESIS_RATIOS = {(f"{fam}/Sia", f"{fam}/{sc.NAMES[other]}"): tuple(
+    float(THESIS[(fam, "sia")][i].split()[0]) / float(THESIS[(fam, other)][i].split()[0]) for i in (0, 2, 4))
+    for fam in ("philly", "saturn") for other in ("pollux", "gavel")}
+
+
 def main() -> None:
-    p = sc.parser(__doc__.splitlines()[0], default_workloads=8)
+    p = sc.parser(__doc__.splitlines()[0], default_workloads=8, name="sia_table33")
     p.add_argument("--saturn", type=int, default=3, help="number of Saturn workloads (default 3)")
     args = p.parse_args()
     records = sc.run_all(specs(args.workloads, args.saturn), workers=args.workers, force=args.force)
-    text = report(records)
-    print(text)
-    print(f"\nsimulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
-    sc.write_json(args.json, [r for r in records if r is not None])
+    for text in tables(sc.write_results("sia_table33", args, records)).values():
+        print(text + "\n")
+    print(f"simulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
 
 
 if __name__ == "__main__":

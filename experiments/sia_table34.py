@@ -19,18 +19,30 @@ def specs(n: int) -> list[dict]:
             for w in range(1, n + 1) for pol in POLICIES]
 
 
-def main() -> None:
-    p = sc.parser(__doc__.splitlines()[0], default_workloads=3)
-    args = p.parse_args()
-    records = sc.run_all(specs(args.workloads), workers=args.workers, force=args.force)
+def tables(data: dict) -> dict[str, str]:
+    """The experiment's tables, from its result file (``experiments/results/sia_table34.json``)."""
+    records = sc.records_of(data)
     header, rows = sc.group_rows(records)
     inv = {v: k for k, v in sc.NAMES.items()}
     header.append("thesis (avg / p99 / makespan / GPU-h / restarts)")
     for row in rows:
-        row.append(" / ".join(THESIS[inv[row[0]]]))
-    print(sc.table(header, rows))
-    print(f"\nsimulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
-    sc.write_json(args.json, [r for r in records if r is not None])
+        row.append(" / ".join(THESIS[inv[row[0]]]) if row[0] in inv else "-")
+
+    def ratio(a: str, b: str, i: int) -> float | None:
+        x, y = THESIS[a][i], THESIS[b][i]
+        return None if "-" in (x, y) else float(x) / float(y)
+    pairs = {("Sia", sc.NAMES[o]): (ratio("sia", o, 0), ratio("sia", o, 2), ratio("sia", o, 4))
+             for o in ("pollux", "gavel")}
+    return {"table": sc.table(header, rows), "comparison": sc.comparison(records, pairs), "best": sc.best(records)}
+
+
+def main() -> None:
+    p = sc.parser(__doc__.splitlines()[0], default_workloads=3, name="sia_table34")
+    args = p.parse_args()
+    records = sc.run_all(specs(args.workloads), workers=args.workers, force=args.force)
+    for text in tables(sc.write_results("sia_table34", args, records)).values():
+        print(text + "\n")
+    print(f"simulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
 
 
 if __name__ == "__main__":

@@ -4,12 +4,19 @@ A table or a report read a week later is only worth something if it says what pr
 :func:`header_line` above every summary table, ``summary.json`` carries :func:`row_fields` in every row and
 ``report.html`` opens with the header, all built from the runs' resolved configurations here, so the three
 never disagree.
+:func:`provenance` is the other half, for result files: the commit, whether the tree was dirty, the dlsched
+version and the runs' configurations, so that every number written to ``experiments/results/`` names the
+code that made it (and a cached result is reused only under the same code, :func:`same_code`).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import re
+import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -107,3 +114,85 @@ def header_line(about: dict[str, Any]) -> str:
     parts += [f"policy {label} {stages}" for label, stages in about["policies"].items()]
     parts.append("stages: admission/ordering/allocation/placement/coordination")
     return " | ".join(parts)
+
+
+# --- Provenance: which code produced a result --------------------------------------------------------------
+
+#: Paths of a checkout whose uncommitted changes change what a run computes. Results (``experiments/results``)
+#: and the docs generated from them are outputs: writing them while experiments run must not mark the tree dirty.
+CODE_PATHS: tuple[str, ...] = ("src", "experiments", "benchmarks", "scripts", "pyproject.toml")
+OUTPUT_PATHS: tuple[str, ...] = ("experiments/results",)
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+@functools.lru_cache(maxsize=1)
+def code_state() -> dict[str, Any]:
+    """The git state of the checkout dlsched is imported from: ``commit`` (HEAD's sha, None outside a git
+    checkout), ``dirty`` (uncommitted changes under :data:`CODE_PATHS`, outputs excluded) and, when dirty,
+    ``diff_sha`` (a hash of those changes, untracked files included, so two runs from the same uncommitted
+    code can be told from runs of other uncommitted code).
+
+    Computed once per process: a process runs the code it imported at its start, whatever happens to the
+    checkout afterwards.
+    """
+    here = Path(__file__).resolve().parent
+    top = _git(here, "rev-parse", "--show-toplevel")
+    head = _git(here, "rev-parse", "HEAD")
+    if not top or not head:
+        return {"commit": None, "dirty": None}
+    root = Path(top.strip())
+    spec = ["--", *CODE_PATHS, *(f":(exclude){p}" for p in OUTPUT_PATHS)]
+    status = _git(root, "status", "--porcelain", "--untracked-files=all", *spec)
+    if status is None:
+        return {"commit": head.strip(), "dirty": None}
+    state: dict[str, Any] = {"commit": head.strip(), "dirty": bool(status.strip())}
+    if state["dirty"]:
+        digest = hashlib.sha1((_git(root, "diff", "HEAD", "--binary", *spec) or "").encode())
+        untracked = _git(root, "ls-files", "--others", "--exclude-standard", *spec) or ""
+        for name in sorted(untracked.split()):
+            digest.update(name.encode())
+            try:
+                digest.update((root / name).read_bytes())
+            except OSError:
+                pass
+        state["diff_sha"] = digest.hexdigest()
+    return state
+
+
+def provenance(configs: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The fields every result file starts with: ``commit``, ``dirty`` (and ``diff_sha`` when dirty),
+    ``dlsched_version`` and, given, ``configs`` (the full resolved configuration of each run the file holds,
+    as :meth:`~dlsched.sim.run.RunRecords.config_record` gives it)."""
+    out = {**code_state(), "dlsched_version": _version()}
+    if configs is not None:
+        out["configs"] = list(configs)
+    return out
+
+
+def same_code(recorded: dict[str, Any]) -> bool:
+    """Whether a result recorded ``recorded`` (its provenance fields) under the code running now.
+
+    Commit and dlsched version must match. A result from uncommitted code matches only the same uncommitted
+    changes (``diff_sha``), and a result from a clean commit does not match a dirty tree: either way the
+    code differed. Outside a git checkout nothing matches, since nothing tells two versions of the code apart.
+    """
+    now = provenance()
+    if now["commit"] is None or now["dirty"] is None:
+        return False
+    keys = ("commit", "dirty", "diff_sha", "dlsched_version")
+    return all(recorded.get(k) == now.get(k) for k in keys)
+
+
+def describe_provenance(recorded: dict[str, Any]) -> str:
+    """``commit 1a2b3c4``, ``commit 1a2b3c4 with uncommitted changes``, or ``commit not recorded``."""
+    commit = recorded.get("commit")
+    if not commit:
+        return "commit not recorded"
+    return f"commit {str(commit)[:7]}" + (" with uncommitted changes" if recorded.get("dirty") else "")
