@@ -114,7 +114,7 @@ def heldout_errors(rows: pd.DataFrame | None = None, seed: int = HOLDOUT_SEED,
         test = g[held[g.index]]
         if test.empty:
             continue
-        form = tm.params(model, gtype)
+        form = tm.params(str(model), str(gtype))
         params = fit.refit_group(g[~held[g.index]], form)
         measured = test["step_time"].to_numpy()
         parts.append(test.assign(rel_err=np.abs(fit.predict(params, test) / measured - 1.0),
