@@ -36,6 +36,10 @@ PLACEMENTS: tuple[str, ...] = ("packed-sticky", "packed", "random-sticky", "rand
 PAPER_NAMES = {"packed-sticky": "Tiresias", "packed": "Gandiva", "random-sticky": "Random-Sticky",
                "random": "Random", "pm-first": "PM-First", "pal": "PAL"}
 ROUND_S = 360.0
+#: ``variability`` modes: ``runs`` (PAL's published simulator, gpu_speeds=single-runs), ``medians`` (per-GPU
+#: medians, no straggler episodes), ``episodes`` (medians plus episodes), ``world`` (the default world).
+VARIABILITY_MODES: tuple[str, ...] = ("runs", "medians", "episodes", "world")
+WORLD_EPISODES = {"medians": "off", "episodes": "on"}
 
 
 def config_of(spec: dict[str, Any]):
@@ -43,14 +47,17 @@ def config_of(spec: dict[str, Any]):
 
     Keys: ``cluster``, ``trace``, ``ordering``, ``placement``, ``policy`` (default ``fifo``), ``seed``,
     ``round_s`` (default 360 s), ``settings`` (policy tunables), ``world`` (world options such as
-    ``locality_penalty``), ``variability`` (``world`` or ``runs``), ``jobs_window`` ((lo, hi) job index range,
+    ``locality_penalty``), ``variability`` (one of :data:`VARIABILITY_MODES`), ``jobs_window`` ((lo, hi) job index range,
     by submission order, for the averages), ``max_time_s``.
     """
     from dlsched.sim.config import RunConfig
 
     world = dict(spec.get("world") or {})
-    if spec.get("variability", "world") == "runs":
+    mode = spec.get("variability", "world")
+    if mode == "runs":
         world["gpu_speeds"] = "single-runs"
+    elif mode in WORLD_EPISODES:
+        world["straggler_episodes"] = WORLD_EPISODES[mode]
     window = spec.get("jobs_window")
     return RunConfig(cluster=spec["cluster"], trace=spec["trace"], policy=spec.get("policy", "fifo"),
                      ordering=spec.get("ordering"), placement=spec.get("placement"), seed=int(spec.get("seed", 0)),

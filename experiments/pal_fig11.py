@@ -1,6 +1,6 @@
 """PAL figure 11: average JCT of six placements on the 8 Sia-Philly workloads, 64 GPUs, FIFO.
 
-    python experiments/pal_fig11.py [--seeds 4] [--variability runs,world] [--workers N]
+    python experiments/pal_fig11.py [--seeds 4] [--variability runs,medians,episodes] [--workers N]
 
 ``pal-64`` (16 nodes x 4 V100, Longhorn variability), traces ``pal-philly:1..8``, FIFO ordering with rigid
 gangs, 360 s rounds, PAL's per-model locality penalties (the world's table; PAL's L x V matrix uses the same
@@ -116,7 +116,10 @@ def tables(data: dict) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=4, help="variability draws per run")
-    ap.add_argument("--variability", default="runs,world", help="runs (PAL's simulator draw) and/or world")
+    ap.add_argument("--variability", default="runs,world",
+                    help="comma list of: runs (gpu_speeds=single-runs, reproduces PAL's published simulator), "
+                         "medians (per-GPU medians, no episodes), episodes (medians plus straggler episodes), "
+                         "world (the default world: medians plus episodes)")
     ap.add_argument("--workloads", default="1,2,3,4,5,6,7,8")
     ap.add_argument("--workers", type=int, default=None)
     args = ap.parse_args(argv)

@@ -21,6 +21,7 @@ import numpy as np
 from pal_common import (
     PAPER_NAMES,
     PLACEMENTS,
+    VARIABILITY_MODES,
     geomean,
     pal_vs_pm_first,
     run_all,
@@ -84,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--penalties", default="1.0,1.5,2.0,2.5,3.0")
     ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--variability", default="runs", choices=("runs", "world"))
+    ap.add_argument("--variability", default="runs", choices=VARIABILITY_MODES,
+                    help="runs (gpu_speeds=single-runs, reproduces PAL's published simulator), medians (no "
+                         "episodes), episodes (medians plus straggler episodes), world (the default world)")
     ap.add_argument("--workloads", default="1,2,3,4,5,6,7,8")
     ap.add_argument("--workers", type=int, default=None)
     args = ap.parse_args(argv)

@@ -43,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--orderings", default="tiresias-2dlas,fifo")
-    ap.add_argument("--variability", default="world,runs")
+    ap.add_argument("--variability", default="world,runs",
+                    help="comma list of: runs (gpu_speeds=single-runs, PAL's published simulator), medians, "
+                         "episodes (medians plus straggler episodes), world (the default world)")
     ap.add_argument("--workers", type=int, default=None)
     args = ap.parse_args(argv)
     specs = []

@@ -7,7 +7,12 @@ Efficiency: the iterations each profiled batch size needed to reach the final mi
 packaged efficiency table, against the profiles' iteration counts, next to what Pollux's formula would give
 from the initial batch's gradient statistics alone.
 
-Usage: ``python scripts/fidelity_report.py [--out docs/fidelity.md]`` (``DLSCHED_DATA`` names the data).
+Held-out (``--heldout``): the step-time model refitted on a seeded split of the rows and judged on the rows it
+did not see (whole placement shapes and batch sizes per model and GPU type); prints its table, which
+``docs/fidelity.md`` quotes in its "Held-out error" section, and writes nothing.
+
+Usage: ``python scripts/fidelity_report.py [--out docs/fidelity.md] [--heldout]`` (``DLSCHED_DATA`` names the
+data).
 """
 
 from __future__ import annotations
@@ -55,6 +60,86 @@ def summary(errors: pd.DataFrame) -> tuple[pd.DataFrame, float, float]:
         rows="size", median="median", p90=lambda x: float(np.percentile(x, 90))).reset_index()
     e = errors["rel_err"].to_numpy()
     return table, float(np.median(e)), float(np.percentile(e, 90))
+
+
+#: The held-out split (``--heldout``): seed, and the share of multi-GPU placement shapes and of interior local
+#: batch sizes held out per (model, GPU type).
+HOLDOUT_SEED = 10
+HOLDOUT_SHARE = 0.2
+#: Held-out targets (docs/fidelity.md, "Held-out error"): overall median and p90, and the median of every
+#: (model, GPU type) and every model's single-GPU rows.
+TARGET_MEDIAN = 0.075
+TARGET_P90 = 0.20
+TARGET_GROUP_MEDIAN = 0.10
+
+
+def heldout_mask(rows: pd.DataFrame, seed: int = HOLDOUT_SEED, share: float = HOLDOUT_SHARE) -> np.ndarray:
+    """Rows held out of the fit: per (model, GPU type), a seeded share of the placement shapes and batch sizes.
+
+    What a scheduler asks the world is the step time of a placement and batch size it has not run, so the split
+    holds out whole configurations: ``share`` of the multi-GPU shapes (nodes, GPUs, most GPUs on a node) with
+    all their rows, and ``share`` of the local batch sizes strictly inside the profiled range (the world never
+    goes beyond the largest profiled batch) on every shape. Single-GPU rows of kept batch sizes stay in the
+    fit: every job starts there and the full fit weights them a quarter. At least one shape and one batch size
+    are held out wherever a group has three or more of them.
+    """
+    held = np.zeros(len(rows), dtype=bool)
+    for i, ((_model, _gtype), g) in enumerate(rows.groupby(["model", "gpu"], sort=True)):
+        rng = np.random.default_rng([seed, i])
+        shape = list(zip(g["N"], g["K"], g["kmax"], strict=True))
+        shapes = sorted({x for x in shape if x[1] > 1})
+        n_shapes = max(1 if len(shapes) >= 3 else 0, round(share * len(shapes)))
+        out_shapes = {shapes[j] for j in rng.choice(len(shapes), n_shapes, replace=False)} if n_shapes else set()
+        batches = np.unique(g["local_bsz"].to_numpy())[1:-1]
+        n_b = max(1 if len(batches) >= 3 else 0, round(share * len(batches)))
+        out_b = set(rng.choice(batches, n_b, replace=False).tolist()) if n_b else set()
+        mask = np.array([x in out_shapes for x in shape]) | g["local_bsz"].isin(out_b).to_numpy()
+        held[rows.index.get_indexer(g.index)] = mask
+    return held
+
+
+def heldout_errors(rows: pd.DataFrame | None = None, seed: int = HOLDOUT_SEED,
+                   share: float = HOLDOUT_SHARE) -> pd.DataFrame:
+    """Held-out rows with the error of a fit that did not see them, next to the packaged fit's (in-sample).
+
+    The fit on the training rows keeps the model form (which refinements) of the packaged fit and refits the
+    parameters (:func:`fit_throughput.refit_group`); the packaged parameters stay fitted on every row.
+    """
+    fit = _fit_module()
+    rows = (fit.load_profile_rows() if rows is None else rows).reset_index(drop=True)
+    held = heldout_mask(rows, seed, share)
+    tm = ThroughputModel.load()
+    parts = []
+    for (model, gtype), g in rows.groupby(["model", "gpu"], sort=True):
+        test = g[held[g.index]]
+        if test.empty:
+            continue
+        form = tm.params(str(model), str(gtype))
+        params = fit.refit_group(g[~held[g.index]], form)
+        measured = test["step_time"].to_numpy()
+        parts.append(test.assign(rel_err=np.abs(fit.predict(params, test) / measured - 1.0),
+                                 in_sample_err=np.abs(fit.predict(form, test) / measured - 1.0)))
+    return pd.concat(parts, ignore_index=True)
+
+
+def render_heldout(errors: pd.DataFrame, total_rows: int) -> str:
+    """The held-out table of docs/fidelity.md: per (model, type) and overall, held-out against in-sample."""
+    e = errors["rel_err"].to_numpy()
+    k1 = errors[errors["K"] == 1]["rel_err"].to_numpy()
+    lines = [f"Held out {len(errors)} of {total_rows} rows (seed {HOLDOUT_SEED}, share {HOLDOUT_SHARE:g}): "
+             f"held-out median {np.median(e):.1%}, p90 {np.percentile(e, 90):.1%} "
+             f"(the packaged fit on the same rows: median {errors['in_sample_err'].median():.1%}, "
+             f"p90 {np.percentile(errors['in_sample_err'], 90):.1%}); single-GPU held-out rows {len(k1)}, "
+             f"median {np.median(k1):.1%}.", "",
+             "| model | GPU type | held-out rows | median | p90 | in-sample median | in-sample p90 |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for (model, gtype), g in errors.groupby(["model", "gpu"], sort=True):
+        lines.append(f"| {model} | {gtype} | {len(g)} | {g['rel_err'].median():.1%} | "
+                     f"{np.percentile(g['rel_err'], 90):.1%} | {g['in_sample_err'].median():.1%} | "
+                     f"{np.percentile(g['in_sample_err'], 90):.1%} |")
+    lines.append(f"| **all** | | **{len(errors)}** | **{np.median(e):.1%}** | **{np.percentile(e, 90):.1%}** | "
+                 f"{errors['in_sample_err'].median():.1%} | {np.percentile(errors['in_sample_err'], 90):.1%} |")
+    return "\n".join(lines) + "\n"
 
 
 def efficiency_check(em: EfficiencyModel, profiles: Path) -> pd.DataFrame:
@@ -180,7 +265,14 @@ def render(errors: pd.DataFrame, eff: pd.DataFrame) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=HERE.parent / "docs" / "fidelity.md")
+    ap.add_argument("--heldout", action="store_true",
+                    help="print the held-out table (fit on a seeded split, judged on the rest) and write nothing")
     args = ap.parse_args(argv)
+    if args.heldout:
+        fit = _fit_module()
+        rows = fit.load_profile_rows()
+        print(render_heldout(heldout_errors(rows), len(rows)))
+        return 0
     profiles = require_data("sia/profiles", "Sia profiles")
     errors = step_time_errors()
     eff = efficiency_check(EfficiencyModel.load(), profiles)

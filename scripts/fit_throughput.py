@@ -227,6 +227,33 @@ def fit_group(rows: pd.DataFrame) -> tuple[dict[str, float], list[str]]:
     return params, kept
 
 
+def refit_group(rows: pd.DataFrame, form: dict[str, float]) -> dict[str, float]:
+    """Refit one (model, GPU type) on ``rows`` keeping the model form of ``form`` (fitted on all rows).
+
+    The refinements kept are those whose value in ``form`` differs from its default; only the parameters are
+    fitted again, started from ``form``. Used to judge the world on rows the fit has not seen
+    (``scripts/fidelity_report.py --heldout``), at a fraction of the cost of :func:`fit_group`'s search.
+    """
+    zero = {n: DEFAULT.get(n, 0.0) for n in PARAM_NAMES}
+    if int(rows["stages"].iloc[0]) > 1:
+        fixed = dict(zero, gamma=1.0, eps=0.0, pi=0.0, kappa=0.0)
+        free = ["alpha_c", "beta_c", "alpha_n", "beta_n", "alpha_r", "beta_r"]
+        if rows["N"].max() >= 3:
+            free.append("delta_r")
+    else:
+        fixed = dict(zero)
+        free = ["alpha_c", "beta_c", "alpha_n", "beta_n", "gamma"]
+        if (rows["N"] > 1).any():
+            free += ["alpha_r", "beta_r"]
+        free += [t for t in OPTIONAL if form.get(t, DEFAULT.get(t, 0.0)) != DEFAULT.get(t, 0.0) and t not in free]
+    if not (rows["N"] > 1).any():  # cross-node terms borrowed (from v100) in the full fit stay as they are
+        free = [n for n in free if n not in ("alpha_r", "beta_r", "delta_r")]
+        fixed.update({n: form[n] for n in ("alpha_r", "beta_r", "delta_r")})
+    start = {n: float(form[n]) for n in PARAM_NAMES}
+    params, _ = _fit(rows, free, fixed, start)
+    return params
+
+
 def _rel_err(params: dict[str, float], rows: pd.DataFrame) -> np.ndarray:
     return np.abs(predict(params, rows) / rows["step_time"].to_numpy() - 1.0)
 

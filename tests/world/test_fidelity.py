@@ -1,9 +1,11 @@
-"""The packaged world against every measured Sia profile row (needs the data directory; skipped without).
+"""The packaged world against the measured Sia profiles (needs the data directory; skipped without).
 
-Thresholds: the aim was an overall median relative error under 5% and a p90 under 15%. The median is met;
-the p90 is 16.3%, held back by imagenet on v100 (whose 3-5 node rows contradict its 2-node rows, see
-docs/fidelity.md): without that one (model, type) the p90 is under 15%, and that is asserted too. A model
-or refit that loosens any of these fails here.
+The world is judged on rows its fit has not seen: ``scripts/fidelity_report.py`` refits the step-time model on
+a seeded split (whole placement shapes and batch sizes held out per model and GPU type) and the held-out error
+must meet targets set from what the schedulers need (docs/fidelity.md, "Held-out error"): decisions compare
+configurations whose goodput differs by about 20% or more (adjacent GPU types differ by 21-25% in relative
+speed), so the typical error must stay well under half of that and few errors may reach it. The packaged
+parameters stay fitted on every row, which ``test_packaged_summary_is_current`` checks.
 """
 
 from __future__ import annotations
@@ -51,23 +53,52 @@ def test_every_row_is_compared(errors):
     assert np.isfinite(errors["rel_err"]).all()
 
 
-def test_overall_step_time_error(errors):
-    e = errors["rel_err"].to_numpy()
-    assert np.median(e) < 0.05
-    assert np.percentile(e, 90) < 0.17
+@pytest.fixture(scope="module")
+def heldout(report):
+    return report.heldout_errors()
 
 
-def test_step_time_error_without_the_inconsistent_profile(errors):
-    rest = errors[~((errors["model"] == "imagenet") & (errors["gpu"] == "v100"))]["rel_err"].to_numpy()
-    assert np.median(rest) < 0.05
-    assert np.percentile(rest, 90) < 0.15
+def test_split_is_seeded_and_holds_out_whole_configurations(report):
+    rows = _fit_rows(report)
+    a, b = report.heldout_mask(rows), report.heldout_mask(rows)
+    np.testing.assert_array_equal(a, b)
+    assert 0.15 < a.mean() < 0.45
+    assert not np.array_equal(a, report.heldout_mask(rows, seed=report.HOLDOUT_SEED + 1))
+    for (_m, _g), g in rows.groupby(["model", "gpu"]):
+        held, kept = g[a[g.index]], g[~a[g.index]]
+        assert (kept["K"] == 1).any() or not (g["K"] == 1).any(), "a group keeps single-GPU rows to fit on"
+        assert len(held) > 0
+        # a held-out batch size is inside the kept range (the world never extrapolates beyond the largest)
+        assert held["local_bsz"].max() <= kept["local_bsz"].max()
 
 
-def test_single_gpu_and_on_prem_types(errors):
-    single = errors[errors["K"] == 1]["rel_err"].to_numpy()
-    assert np.median(single) < 0.04 and np.percentile(single, 90) < 0.15
-    onprem = errors[errors["gpu"].isin(["rtx", "a100", "quad"])]["rel_err"].to_numpy()
-    assert np.median(onprem) < 0.04 and np.percentile(onprem, 90) < 0.12
+def test_heldout_error_meets_the_targets(report, heldout):
+    e = heldout["rel_err"].to_numpy()
+    assert len(e) > 5000
+    assert np.median(e) < report.TARGET_MEDIAN
+    assert np.percentile(e, 90) < report.TARGET_P90
+    single = heldout[heldout["K"] == 1]["rel_err"].to_numpy()
+    assert len(single) > 20 and np.median(single) < report.TARGET_MEDIAN
+
+
+GROUPS = [(m, g) for m in ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3", "gpt_pmp")
+          for g in ("t4", "v100", "a100", "quad", "rtx")]
+
+
+@pytest.mark.parametrize("model,gpu", [
+    pytest.param(m, g, marks=pytest.mark.xfail(strict=True, reason=(
+        "imagenet's v100 rows at 3-5 nodes contradict its 2-node rows (docs/fidelity.md); no smooth model fits "
+        "both, so its held-out median is about 14%"))) if (m, g) == ("imagenet", "v100") else (m, g)
+    for m, g in GROUPS])
+def test_heldout_median_per_model_and_type(report, heldout, model, gpu):
+    g = heldout[(heldout["model"] == model) & (heldout["gpu"] == gpu)]
+    if g.empty:
+        pytest.skip(f"{model} was not profiled on {gpu}")
+    assert g["rel_err"].median() < report.TARGET_GROUP_MEDIAN
+
+
+def _fit_rows(report):
+    return report._fit_module().load_profile_rows().reset_index(drop=True)
 
 
 def test_packaged_summary_is_current(errors):

@@ -157,6 +157,11 @@ class RunConfig(BaseModel):
             super().__init__(**data)
         except ValidationError as exc:
             raise input_error(exc) from None
+        try:  # options that are valid alone but not together (gpu_speeds, straggler_episodes)
+            self.world_config()
+        except InputError as exc:
+            raise InputError(str(exc).removeprefix(f"field '{exc.field}': "),
+                             field=f"world.{exc.field}" if exc.field else "world") from None
 
     @classmethod
     def parse(cls, data: Mapping[str, Any], source: str | None = None) -> RunConfig:

@@ -43,7 +43,7 @@ from dlsched.sim.invariants import check_decision
 from dlsched.sim.job_checks import validate_jobs
 from dlsched.sim.metrics import FtfDefinition
 from dlsched.sim.records import JobRecord, RoundRecord, Segment
-from dlsched.world.base import AdaptiveJobPhysics, JobPhysics, Rate, World
+from dlsched.world.base import AdaptiveJobPhysics, JobPhysics, Rate, World, slowed
 
 log = logging.getLogger("dlsched.sim")
 
@@ -312,12 +312,7 @@ class Engine:
                                       f"its end time cannot be computed; check its request and the cluster's "
                                       f"speed factors", source=j.spec.origin or f"job {job_id}", field="model")
             prog_start = min(max(t, j.restart_until_s), t_end)
-            end = t_end
-            remaining = st.phys.total_work - j.progress
-            if rate.work_per_s > 0:
-                t_done = prog_start + remaining / rate.work_per_s
-                if t_done <= t_end:
-                    end = t_done
+            end, done_work, slowdown = self._progress(st, rate, prog_start, t_end)
             held = end - t
             gpus = len(j.placement) * j.gpu_share
             j.attained_service_s += held
@@ -327,11 +322,11 @@ class Engine:
             gtype = j.last_gpu_type or ""
             j.gpu_s_by_type[gtype] = j.gpu_s_by_type.get(gtype, 0.0) + gpus * held
             ran = max(0.0, end - prog_start)
-            j.progress += rate.work_per_s * ran
+            j.progress += done_work
             if j.status is JobStatus.RESTARTING and j.restart_until_s <= end:
                 j.status = JobStatus.RUNNING
             if ran > 0:
-                self._observe(st, rate, end)
+                self._observe(st, rate if slowdown == 1.0 else slowed(rate, slowdown), end)
             if end < t_end or j.progress >= st.phys.total_work * (1 - 1e-12):
                 j.progress = st.phys.total_work
                 j.finish_time_s = end
@@ -341,6 +336,27 @@ class Engine:
                 finished.append(job_id)
         for job_id in finished:
             self.done.append(self.active.pop(job_id))
+
+    def _progress(self, st: _JobState, rate: Rate, start: float, t_end: float) -> tuple[float, float, float]:
+        """Run a job from ``start`` to the round's end or its completion: (end, work done, last slowdown).
+
+        The rate holds for the round except where a straggler episode starts or ends on the job's nodes; the
+        world splits the round at those times (:meth:`World.episode_pieces`), so a job slows from the exact
+        start of an episode and recovers at its exact end.
+        """
+        j = st.job
+        remaining = st.phys.total_work - j.progress
+        if self.world.episodes is None or start >= t_end:
+            pieces = [(start, t_end, 1.0)]
+        else:
+            pieces = self.world.episode_pieces(st.phys.perf_class, j.placement.gpus, start, t_end)
+        done, slowdown = 0.0, 1.0
+        for a, b, slowdown in pieces:
+            speed = rate.work_per_s / slowdown
+            if speed > 0 and done + speed * (b - a) >= remaining:
+                return a + (remaining - done) / speed, remaining, slowdown
+            done += speed * (b - a)
+        return t_end, done, slowdown
 
     def _check_progress(self, limit: int) -> None:
         """Stop a run in which a job holds GPUs but can never progress, naming the job (the watchdog)."""

@@ -124,7 +124,8 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
             "cluster": file_or_name(config.cluster), "trace": resolve_trace_spec(config.trace, config.trace_seed),
             "trace_seed": config.trace_seed if config.trace_seed is not None else TUNED_SEED,
             "round_s": config.round_s if config.round_s is not None else default_round_s(config.policy),
-            "world_seed": world_seed, "data_dir": data_dir, "label": policy_label(config),
+            "world_seed": world_seed, "data_dir": data_dir,
+            "world": config.world.model_copy(update={"straggler_episodes": world.config.episodes}), "label": policy_label(config),
             **stages_used(config)})
         specs, trace_name = load_jobs(resolved, cluster)
         assert resolved.round_s is not None  # resolve() fills it from the preset

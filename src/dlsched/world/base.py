@@ -17,6 +17,10 @@ Three kinds of job physics cover the traces dlsched reads:
 On top of any physics, :class:`World` applies what PAL's simulator applies: the slowest GPU of the job gates
 synchronous training (per-GPU variability of the job's application class), the slowest server gates it too
 (server-level speed factor), and a locality penalty when a rigid job spans nodes.
+
+Rates are static per allocation (:meth:`World.rate`); straggler episodes (:mod:`dlsched.world.stragglers`)
+change in time, so the engine asks :meth:`World.episode_pieces` how a job's rate is slowed piece by piece
+within a round, and a job in an episode runs slower from the episode's start and recovers at its end.
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from dlsched.catalog import DEFAULT_CLASS, PalConstants
 from dlsched.core import Adaptivity, Cluster, InputError, JobSpec, Placement, ThroughputObservation
 from dlsched.world.efficiency import EfficiencyModel
+from dlsched.world.stragglers import StragglerEpisodes
 from dlsched.world.throughput import ThroughputModel
 from dlsched.world.variability import GPU_SPEED_SOURCES, GpuSpeeds
 
@@ -58,10 +64,15 @@ class WorldConfig:
     locality_penalty: float | None = None
     #: Apply per-GPU variability (only for clusters that declare a variability profile).
     variability: bool = True
-    #: Where each simulated GPU's true per-class speed comes from: ``median`` (a profiled GPU scored by
-    #: the median of its runs) or ``runs`` (PAL's simulator's draw: single runs per class, stragglers
-    #: included); see :meth:`dlsched.world.variability.GpuSpeeds.for_cluster`.
+    #: Where each simulated GPU's true per-class speed comes from: ``medians`` (a profiled GPU scored by
+    #: the median of its runs) or ``single-runs`` (reproduces PAL's published simulator: single runs per
+    #: class, stragglers included as permanent GPU speeds); see
+    #: :meth:`dlsched.world.variability.GpuSpeeds.for_cluster`.
     gpu_speeds: str = "medians"
+    #: Transient node-wide straggler episodes in time (:mod:`dlsched.world.stragglers`), for clusters with a
+    #: variability profile whose runs show them (Longhorn). None (default): ``on`` with ``gpu_speeds=medians``,
+    #: ``off`` with ``single-runs``, whose draw already holds the straggler runs (``on`` there is refused).
+    straggler_episodes: Literal["on", "off"] | None = None
     #: Scale on every model's checkpoint-restore delay (0 disables restart costs).
     restart_delay_scale: float = 1.0
     #: Checkpoint-restore delay for jobs whose model has no measured value (PAL/Philly traces).
@@ -74,6 +85,19 @@ class WorldConfig:
         if self.gpu_speeds not in GPU_SPEED_SOURCES:
             raise InputError(f"unknown source of GPU speeds '{self.gpu_speeds}' (known: "
                              f"{', '.join(GPU_SPEED_SOURCES)})", field="gpu_speeds")
+        if self.straggler_episodes not in (None, "on", "off"):
+            raise InputError(f"expected on or off, got {self.straggler_episodes!r}", field="straggler_episodes")
+        if self.straggler_episodes == "on" and self.gpu_speeds == "single-runs":
+            raise InputError("episodes on top of gpu_speeds=single-runs would count the straggler runs twice "
+                             "(single-runs already scores GPUs by them); use gpu_speeds=medians",
+                             field="straggler_episodes")
+
+    @property
+    def episodes(self) -> str:
+        """``on`` or ``off``: the effective straggler-episode setting (the default resolved)."""
+        if self.straggler_episodes is not None:
+            return self.straggler_episodes
+        return "on" if self.gpu_speeds == "medians" else "off"
 
 
 class JobPhysics(ABC):
@@ -216,6 +240,9 @@ class World:
         self.pal = PalConstants.load()
         self.speeds = GpuSpeeds.for_cluster(cluster, seed=seed, data_dir=data_dir,
                                             enabled=self.config.variability, source=self.config.gpu_speeds)
+        #: Straggler episodes (None: off, or the cluster's variability family shows none).
+        self.episodes = StragglerEpisodes.for_cluster(
+            cluster, seed=seed, enabled=self.config.variability and self.config.episodes == "on")
         self._node_speed = cluster.node_speed
         #: (model, GPU type, GPUs, adaptivity, batch size, requested GPUs) -> isolated run time
         self._iso_cache: dict[tuple[str, str, int, Adaptivity, int | None, int], float] = {}
@@ -252,12 +279,31 @@ class World:
         server = float(self._node_speed[nodes].min())
         penalty = phys.spans_nodes_penalty(len(gpus)) if len(node_counts) > 1 else 1.0
         factor = server / (slow * penalty) * gpu_share
-        if factor == 1.0:
-            return base
-        return Rate(work_per_s=base.work_per_s * factor, batch_size=base.batch_size, local_bsz=base.local_bsz,
-                    accum_steps=base.accum_steps, step_time_s=base.step_time_s / factor if factor else 0.0,
-                    sync_time_s=base.sync_time_s, throughput_sps=base.throughput_sps * factor,
-                    efficiency=base.efficiency)
+        return base if factor == 1.0 else _scaled(base, factor)
+
+    def episode_slowdown(self, perf_class: str, gpus: tuple[int, ...], t: float) -> float:
+        """How much slower than :meth:`rate` a job of ``perf_class`` on ``gpus`` runs at time ``t`` (>= 1).
+
+        The gang is gated by its slowest GPU: ``max(score x episode factor) / max(score)`` over its GPUs.
+        """
+        ep = self.episodes
+        if ep is None or not gpus:
+            return 1.0
+        f = ep.factors(perf_class, gpus, t)
+        if f is None:
+            return 1.0
+        scores = self.speeds.scores(perf_class)
+        base = max(float(scores[g]) for g in gpus)
+        return max(float(scores[g]) * x for g, x in zip(gpus, f, strict=True)) / base
+
+    def episode_pieces(self, perf_class: str, gpus: tuple[int, ...], t0: float,
+                       t1: float) -> list[tuple[float, float, float]]:
+        """``[(start, end, slowdown)]`` covering [t0, t1): the job's episode slowdown, constant on each piece."""
+        ep = self.episodes
+        if ep is None or not gpus or perf_class not in ep.process.log_factor:
+            return [(t0, t1, 1.0)]
+        bounds = [t0, *ep.changes(gpus, t0, t1), t1]
+        return [(a, b, self.episode_slowdown(perf_class, gpus, a)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
     def profile(self, phys: JobPhysics, placement: Placement, t: float) -> tuple[float, list[ThroughputObservation]]:
         """Profile a job on each GPU-type group of ``placement`` (Sia's bootstrap profiling).
@@ -277,7 +323,7 @@ class World:
             part = Placement.of(gpus)
             counts = part.node_counts(cluster)
             group_t = phys.restart_delay_s
-            slow = self.speeds.slowest(phys.perf_class, part.gpus)
+            slow = self.speeds.slowest(phys.perf_class, part.gpus) * self.episode_slowdown(phys.perf_class, part.gpus, t)
             server = float(self._node_speed[cluster.gpu_node[list(part.gpus)]].min())
             factor = server / slow
             measured: list[tuple[int, float, float]] = []
@@ -338,6 +384,19 @@ class World:
         if num_gpus < 1:
             return t / max(num_gpus, 1e-9)
         return t
+
+
+def _scaled(base: Rate, factor: float) -> Rate:
+    """``base`` with its speed multiplied by ``factor`` (step time divided; synchronisation unchanged)."""
+    return Rate(work_per_s=base.work_per_s * factor, batch_size=base.batch_size, local_bsz=base.local_bsz,
+                accum_steps=base.accum_steps, step_time_s=base.step_time_s / factor if factor else 0.0,
+                sync_time_s=base.sync_time_s, throughput_sps=base.throughput_sps * factor,
+                efficiency=base.efficiency)
+
+
+def slowed(rate: Rate, slowdown: float) -> Rate:
+    """A rate ``slowdown`` times slower (a straggler episode), as the job then reports it."""
+    return _scaled(rate, 1.0 / slowdown)
 
 
 def _packed_counts(k: int, per_node: int) -> tuple[int, ...]:
