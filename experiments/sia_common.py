@@ -84,9 +84,12 @@ def _record(s: dict[str, Any], records: Any) -> dict[str, Any]:
     """The cached form of one finished run: provenance with its resolved configuration, the requested
     configuration (what the cache is checked against), its tag and summary."""
     from dlsched.sim.about import provenance
+    from dlsched.sim.metrics import ftf_readings
+    from dlsched.sim.run import window_jobs
 
     summary = dict(records.summary)
     summary.update(contention(records.rounds))
+    summary["ftf_readings"] = ftf_readings(window_jobs(records.jobs, records.config.summary_jobs))
     if s.get("extract"):
         summary.update(s["extract"](records))
     summary["wall_s"] = records.wall_s

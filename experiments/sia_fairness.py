@@ -5,7 +5,8 @@ Rows are ``family/scheduler/reading``: the trace family (``philly`` = ``sia-phil
 on ``sia-hetero-64``, and the reading of the metric (``RunConfig.ftf``, docs/fidelity.md "Finish-time
 fairness"): ``text`` follows eq. 3.6 as written, ``started`` also charges the isolated run the start-up of a
 round-based scheduler, ``artifact`` is the Sia artifact's combination (whole-cluster share per type, mean of
-isolated times). The thesis reports figure 3.7 only (Helios): worst rho Sia 1.2, Pollux 4.6, Gavel 27.8 and
+isolated times). Every run reports every reading, so readings are rows of the same runs (those of table 3.3),
+not more runs. The thesis reports figure 3.7 only (Helios): worst rho Sia 1.2, Pollux 4.6, Gavel 27.8 and
 unfair fractions Sia <0.3%, Pollux 28%, Gavel 15%; for Philly it gives no fairness numbers.
 
     python experiments/sia_fairness.py --workloads 2 --saturn 2 --pollux 1 --workers 1
@@ -21,12 +22,13 @@ CLUSTER = "sia-hetero-64"
 POLICIES = ("sia", "pollux", "gavel")
 #: Trace family -> named trace of workload N.
 FAMILIES = {"philly": "sia-philly:{}", "helios": "sia-saturn:{}"}
-#: Readings of the metric -> RunConfig.ftf fields.
+#: Readings of the metric -> ``FtfDefinition.label`` (share/combine/isolated). Every run reports all of them
+#: (``summary["ftf_readings"]``), so a reading is a column of one run, not another run.
 READINGS = {
-    "text": {},
-    "started": {"isolated": "started"},
-    "artifact": {"share": "cluster", "combine": "time"},
-    "artifact+started": {"share": "cluster", "combine": "time", "isolated": "started"},
+    "text": "type/ratio/ideal",
+    "started": "type/ratio/started",
+    "artifact": "cluster/time/ideal",
+    "artifact+started": "cluster/time/started",
 }
 #: Figure 3.7 (Helios): (worst rho, unfair fraction).
 THESIS = {("helios", "Sia"): ("1.2", "<0.3%"), ("helios", "Pollux"): ("4.6", "28%"),
@@ -37,10 +39,11 @@ METRICS = [("ftf_max", "worst rho", 1.0, "{:.2f}"), ("ftf_unfair_frac", "unfair 
            ("avg_jct_s", "avg JCT (h)", 3600.0, "{:.2f}")]
 
 
-def specs(philly: int, saturn: int, *, pollux: int | None = None, readings: tuple[str, ...] = ("text",),
-          policies: tuple[str, ...] = POLICIES, p_values: tuple[str, ...] = ()) -> list[dict]:
-    """Runs per family, workload, scheduler and reading; Pollux (about 2 minutes a run) on its first ``pollux``
-    workloads per family only. ``p_values``: Sia again at each value of its fairness knob p."""
+def specs(philly: int, saturn: int, *, pollux: int | None = None, policies: tuple[str, ...] = POLICIES,
+          p_values: tuple[str, ...] = ()) -> list[dict]:
+    """Runs per family, workload and scheduler (the same runs as table 3.3's, so they are shared); Pollux
+    (about 2 minutes a run) on its first ``pollux`` workloads per family only. ``p_values``: Sia again at each
+    value of its fairness knob p."""
     out = []
     for family, n in (("philly", philly), ("helios", saturn)):
         for w in range(1, n + 1):
@@ -48,15 +51,25 @@ def specs(philly: int, saturn: int, *, pollux: int | None = None, readings: tupl
             for pol in policies:
                 if pol == "pollux" and pollux is not None and w > pollux:
                     continue
-                for reading in readings:
-                    out.append(sc.spec(pol, CLUSTER, trace, ftf=READINGS[reading],
-                                       tag=f"{family}/{sc.NAMES.get(pol, pol)}/{reading}"))
+                out.append(sc.spec(pol, CLUSTER, trace, tag=f"{family}/{sc.NAMES.get(pol, pol)}"))
             for p in p_values:
-                settings = {} if float(p) == SIA_DEFAULT_P else {"p": p}
-                for reading in readings:
-                    out.append(sc.spec("sia", CLUSTER, trace, settings=settings, ftf=READINGS[reading],
-                                       tag=f"{family}/Sia p={p}/{reading}"))
+                if float(p) != SIA_DEFAULT_P:
+                    out.append(sc.spec("sia", CLUSTER, trace, settings={"p": p}, tag=f"{family}/Sia p={p}"))
     return out
+
+
+def by_reading(records: list[dict | None], readings: tuple[str, ...]) -> list[dict | None]:
+    """One record per (run, reading), tagged ``family/scheduler/reading``, with that reading's figures as
+    ``ftf_max`` / ``ftf_unfair_frac``."""
+    out: list[dict | None] = []
+    for reading in readings:
+        for r in records:
+            if r is None:
+                continue
+            figures = r["summary"].get("ftf_readings", {}).get(READINGS[reading], {})
+            out.append({"spec": {**r["spec"], "tag": f"{r['spec']['tag']}/{reading}"},
+                        "summary": {**r["summary"], **figures}})
+    return sorted(out, key=lambda r: r["spec"]["tag"].rsplit("/", 1)[0])  # type: ignore[index]
 
 
 def _names(text: str, known: dict | tuple) -> tuple[str, ...]:
@@ -69,7 +82,8 @@ def _names(text: str, known: dict | tuple) -> tuple[str, ...]:
 
 def tables(data: dict) -> dict[str, str]:
     """The experiment's table, from its result file (``experiments/results/sia_fairness.json``)."""
-    header, rows = sc.group_rows(sc.records_of(data), metrics=METRICS)
+    readings = tuple(data["args"].get("readings", "text,started").split(","))
+    header, rows = sc.group_rows(by_reading(sc.records_of(data), readings), metrics=METRICS)
     header.append("thesis fig. 3.7 (worst rho / unfair)")
     for row in rows:
         family, name = row[0].split("/")[:2]
@@ -93,8 +107,9 @@ def main() -> None:
             float(x)
         except ValueError:
             raise SystemExit(f"error: --p: {x!r} is not a number") from None
-    records = sc.run_all(specs(args.workloads, args.saturn, pollux=args.pollux, readings=readings,
-                               policies=policies, p_values=p_values), workers=args.workers, force=args.force)
+    args.readings = ",".join(readings)
+    records = sc.run_all(specs(args.workloads, args.saturn, pollux=args.pollux, policies=policies,
+                               p_values=p_values), workers=args.workers, force=args.force)
     for text in tables(sc.write_results("sia_fairness", args, records)).values():
         print(text + "\n")
 

@@ -427,6 +427,7 @@ class Engine:
 
     def _job_records(self, end_t: float, not_arrived: list[_JobState]) -> list[JobRecord]:
         from dlsched.sim.metrics import (
+            FTF_READINGS,
             ContentionProfile,
             fair_share_gpus,
             finish_time_fairness,
@@ -453,17 +454,23 @@ class Engine:
                             gpu_s_by_type=dict(j.gpu_s_by_type))
             if j.finish_time_s is not None:
                 jct = j.finish_time_s - spec.submit_time_s
-                shares = fair_share_gpus(gpus_by_type, contention(spec.submit_time_s, j.finish_time_s), ftf.share)
-                iso = {g: time_sliced_runtime_s(partial(st.phys.isolated_runtime_s, g), k)
-                       for g, k in shares.items() if spec.allows_gpu_type(g)}
-                if ftf.isolated == "started":
-                    lead = isolated_start_s(spec.submit_time_s, self.config.round_s, st.profile_s,
-                                            st.phys.restart_delay_s)
-                    iso = {g: t + lead for g, t in iso.items()}
-                try:
-                    rec.ftf = finish_time_fairness(jct, iso, gpus_by_type, combine=ftf.combine)
-                except ValueError:  # its fair share is below its smallest gang on every type: undefined
-                    rec.ftf = None
+                n_avg = contention(spec.submit_time_s, j.finish_time_s)
+                lead = isolated_start_s(spec.submit_time_s, self.config.round_s, st.profile_s,
+                                        st.phys.restart_delay_s)
+                ideal_iso = {share: {g: time_sliced_runtime_s(partial(st.phys.isolated_runtime_s, g), k)
+                                     for g, k in fair_share_gpus(gpus_by_type, n_avg, share).items()
+                                     if spec.allows_gpu_type(g)}
+                             for share in {r.share for r in FTF_READINGS}}
+                for reading in FTF_READINGS:
+                    iso = ideal_iso[reading.share]
+                    if reading.isolated == "started":
+                        iso = {g: t + lead for g, t in iso.items()}
+                    try:
+                        rho = finish_time_fairness(jct, iso, gpus_by_type, combine=reading.combine)
+                    except ValueError:  # its fair share is below its smallest gang on every type: undefined
+                        rho = None
+                    rec.ftf_by_reading[reading.label] = rho
+                rec.ftf = rec.ftf_by_reading[ftf.label]
                 rec.latency_ratio = wait / ideal if ideal > 0 and math.isfinite(ideal) else None
             out.append(rec)
         return out

@@ -28,11 +28,13 @@ __all__ = [
     "JOB_COLUMNS",
     "ROUND_COLUMNS",
     "ContentionProfile",
+    "FTF_READINGS",
     "FtfDefinition",
     "average_contention",
     "average_summaries",
     "fair_share_gpus",
     "finish_time_fairness",
+    "ftf_readings",
     "isolated_start_s",
     "time_sliced_runtime_s",
     "jobs_frame",
@@ -144,6 +146,18 @@ class FtfDefinition:
         for name, known in (("share", FTF_SHARES), ("combine", FTF_COMBINES), ("isolated", FTF_ISOLATED)):
             if getattr(self, name) not in known:
                 raise ValueError(f"ftf.{name} must be one of {', '.join(known)}, got {getattr(self, name)!r}")
+
+    @property
+    def label(self) -> str:
+        """``share/combine/isolated``: the key of this reading in a summary's ``ftf_readings``."""
+        return f"{self.share}/{self.combine}/{self.isolated}"
+
+
+#: Every reading of eq. 3.6 a run reports at once (the metric is cheap; the simulation is not), so comparing
+#: readings needs one run, not one per reading.
+FTF_READINGS: tuple[FtfDefinition, ...] = tuple(
+    FtfDefinition(share=s, combine=c, isolated=i)  # type: ignore[arg-type]
+    for s in FTF_SHARES for c in FTF_COMBINES for i in FTF_ISOLATED)
 
 
 def fair_share_gpus(gpus_by_type: Mapping[str, int], n_avg: float, share: FtfShare = "type") -> dict[str, float]:
@@ -336,6 +350,21 @@ def _utilization(jobs: Sequence[JobRecord], rounds: Sequence[RoundRecord], num_g
         overlap = np.clip(np.minimum(ends, last_finish) - np.maximum(times, first_submit), 0.0, None)
         used = float(np.sum(alloc * overlap))
     return float(used / (num_gpus * makespan))
+
+
+def ftf_readings(jobs: Sequence[JobRecord]) -> dict[str, dict[str, float | None]]:
+    """Worst rho and unfair fraction of the finished jobs under every reading of eq. 3.6.
+
+    ``FtfDefinition.label`` -> ``{"ftf_max", "ftf_unfair_frac"}``, from each record's ``ftf_by_reading``: one
+    run answers for every reading (the run's summary keeps the chosen one as ``ftf_max`` / ``ftf_unfair_frac``).
+    """
+    done = [j for j in jobs if j.finish_s is not None]
+    out: dict[str, dict[str, float | None]] = {}
+    for reading in FTF_READINGS:
+        vals = [v for j in done if (v := j.ftf_by_reading.get(reading.label)) is not None]
+        out[reading.label] = {"ftf_max": _f(max(vals)) if vals else None,
+                              "ftf_unfair_frac": float(sum(1 for x in vals if x > 1.0) / len(vals)) if vals else None}
+    return out
 
 
 def summarize(jobs: list[JobRecord], rounds: list[RoundRecord], *, num_gpus: int,

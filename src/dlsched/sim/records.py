@@ -31,6 +31,8 @@ class JobRecord:
     ftf: float | None = None
     latency_ratio: float | None = None
     gpu_s_by_type: dict[str, float] = field(default_factory=dict)
+    #: rho under every reading of eq. 3.6 (``FtfDefinition.label`` -> rho); ``ftf`` is the run's chosen one.
+    ftf_by_reading: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def jct_s(self) -> float | None:
