@@ -4,11 +4,15 @@ Philly (``sia-philly:N``) and Helios-Saturn (``sia-saturn:N``, the thesis's "Hel
 average and p99 JCT, makespan, GPU-hours per job and restarts per job, mean ± std over workloads.
 
     python experiments/sia_table33.py --workloads 8 --saturn 3
+    python experiments/sia_table33.py --workloads 3 --saturn 2 --calibration none sia-artifact
+
+Each row names the world calibration profile it ran under (``--calibration``, default: every profile).
 """
 
 from __future__ import annotations
 
 import sia_common as sc
+from sia_table34 import add_calibration_arg
 
 CLUSTER = "sia-hetero-64"
 POLICIES = ("sia", "pollux", "gavel")
@@ -25,12 +29,18 @@ THESIS = {
 }
 
 
-def specs(philly: int, saturn: int, cluster: str = CLUSTER) -> list[dict]:
+def specs(philly: int, saturn: int, cluster: str = CLUSTER, calibrations: tuple[str, ...] | None = None,
+          policies: tuple[str, ...] = POLICIES) -> list[dict]:
+    """Every (calibration, family, workload, policy); without ``calibrations`` the cluster's default world."""
     out = []
-    for family, n in (("philly", philly), ("saturn", saturn)):
-        for w in range(1, n + 1):
-            for pol in POLICIES:
-                out.append(sc.spec(pol, cluster, f"sia-{family}:{w}", tag=f"{family}/{sc.NAMES[pol]}"))
+    for cal in calibrations or (None,):
+        world = {} if cal is None else {"world": {"calibration": cal}}
+        suffix = "" if cal is None else f" [{cal}]"
+        for family, n in (("philly", philly), ("saturn", saturn)):
+            for w in range(1, n + 1):
+                for pol in policies:
+                    out.append(sc.spec(pol, cluster, f"sia-{family}:{w}", tag=f"{family}/{sc.NAMES[pol]}{suffix}",
+                                       **world))
     return out
 
 
@@ -40,7 +50,7 @@ def report(records: list[dict | None], thesis: dict | None = THESIS) -> str:
         header = [*header, "thesis (avg / p99 / makespan / GPU-h / restarts)"]
         inv = {v: k for k, v in sc.NAMES.items()}
         for row in rows:
-            family, name = row[0].split("/")
+            family, name = row[0].split(" [")[0].split("/")
             t = thesis.get((family, inv.get(name, name)))
             row.append(" / ".join(t) if t else "-")
     return sc.table(header, rows)
@@ -49,8 +59,11 @@ def report(records: list[dict | None], thesis: dict | None = THESIS) -> str:
 def main() -> None:
     p = sc.parser(__doc__.splitlines()[0], default_workloads=8)
     p.add_argument("--saturn", type=int, default=3, help="number of Saturn workloads (default 3)")
+    add_calibration_arg(p)
     args = p.parse_args()
-    records = sc.run_all(specs(args.workloads, args.saturn), workers=args.workers, force=args.force)
+    records = sc.run_all(specs(args.workloads, args.saturn, calibrations=tuple(args.calibration),
+                               policies=tuple(args.policies)),
+                         workers=args.workers, force=args.force)
     text = report(records)
     print(text)
     print(f"\nsimulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")

@@ -1,6 +1,9 @@
 """Thesis table 3.4: Sia vs Pollux vs Gavel+TunedJobs on the homogeneous 64-GPU cluster (16 t4 nodes), Philly.
 
     python experiments/sia_table34.py --workloads 3
+    python experiments/sia_table34.py --workloads 3 --calibration none sia-artifact
+
+Each row names the world calibration profile it ran under (``--calibration``, default: every profile).
 """
 
 from __future__ import annotations
@@ -14,20 +17,33 @@ THESIS = {"sia": ("1.9", "18.1", "21.4", "8.4", "2.6"), "pollux": ("2.0", "19.3"
           "gavel": ("4.3", "37.1", "44.3", "15.3", "-")}
 
 
-def specs(n: int) -> list[dict]:
-    return [sc.spec(pol, CLUSTER, f"sia-philly:{w}", tag=sc.NAMES[pol])
-            for w in range(1, n + 1) for pol in POLICIES]
+def specs(n: int, calibrations: tuple[str, ...] = ("none",), policies: tuple[str, ...] = POLICIES) -> list[dict]:
+    """Every (calibration, workload, policy); the calibration is named explicitly, so it is in the cache key."""
+    return [sc.spec(pol, CLUSTER, f"sia-philly:{w}", tag=f"{sc.NAMES[pol]} [{cal}]", world={"calibration": cal})
+            for cal in calibrations for w in range(1, n + 1) for pol in policies]
+
+
+def add_calibration_arg(p) -> None:
+    """``--calibration`` (world profiles to run under) and ``--policies`` (a subset of Sia, Pollux, Gavel)."""
+    from dlsched.world.calibration import profile_names
+
+    p.add_argument("--calibration", nargs="+", choices=profile_names(), default=list(profile_names()),
+                   help="world calibration profiles to run under (default: all)")
+    p.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES),
+                   help="policies to run (default: sia pollux gavel)")
 
 
 def main() -> None:
     p = sc.parser(__doc__.splitlines()[0], default_workloads=3)
+    add_calibration_arg(p)
     args = p.parse_args()
-    records = sc.run_all(specs(args.workloads), workers=args.workers, force=args.force)
+    records = sc.run_all(specs(args.workloads, tuple(args.calibration), tuple(args.policies)), workers=args.workers,
+                         force=args.force)
     header, rows = sc.group_rows(records)
     inv = {v: k for k, v in sc.NAMES.items()}
     header.append("thesis (avg / p99 / makespan / GPU-h / restarts)")
     for row in rows:
-        row.append(" / ".join(THESIS[inv[row[0]]]))
+        row.append(" / ".join(THESIS[inv[row[0].split(" [")[0]]]))
     print(sc.table(header, rows))
     print(f"\nsimulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
     sc.write_json(args.json, [r for r in records if r is not None])
