@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 import sia_common as sc
-from sia_table34 import add_calibration_arg
+from sia_table34 import EXTRA_METRICS, add_calibration_arg
 
 CLUSTER = "sia-physical-44"
 POLICIES = ("sia", "pollux", "gavel")
@@ -47,7 +47,7 @@ def main() -> None:
     args = p.parse_args()
     records = sc.run_all(specs(args.seeds, tuple(args.calibration), tuple(args.policies)), workers=args.workers,
                          force=args.force)
-    header, rows = sc.group_rows(records)
+    header, rows = sc.group_rows(records, metrics=sc.METRICS + EXTRA_METRICS)
     inv = {v: k for k, v in sc.NAMES.items()}
     sia_avg = {}
     for r in records:

@@ -12,7 +12,7 @@ Each row names the world calibration profile it ran under (``--calibration``, de
 from __future__ import annotations
 
 import sia_common as sc
-from sia_table34 import add_calibration_arg
+from sia_table34 import EXTRA_METRICS, add_calibration_arg
 
 CLUSTER = "sia-hetero-64"
 POLICIES = ("sia", "pollux", "gavel")
@@ -45,7 +45,7 @@ def specs(philly: int, saturn: int, cluster: str = CLUSTER, calibrations: tuple[
 
 
 def report(records: list[dict | None], thesis: dict | None = THESIS) -> str:
-    header, rows = sc.group_rows(records)
+    header, rows = sc.group_rows(records, metrics=sc.METRICS + EXTRA_METRICS)
     if thesis:
         header = [*header, "thesis (avg / p99 / makespan / GPU-h / restarts)"]
         inv = {v: k for k, v in sc.NAMES.items()}

@@ -17,6 +17,10 @@ THESIS = {"sia": ("1.9", "18.1", "21.4", "8.4", "2.6"), "pollux": ("2.0", "19.3"
           "gavel": ("4.3", "37.1", "44.3", "15.3", "-")}
 
 
+#: Beside the thesis's metrics: queueing and load, which say how strongly a slower world lengthens JCTs.
+EXTRA_METRICS = [("avg_wait_s", "wait (min)", 60.0, "{:.0f}"), ("contention_avg", "contention", 1.0, "{:.1f}")]
+
+
 def specs(n: int, calibrations: tuple[str, ...] = ("none",), policies: tuple[str, ...] = POLICIES) -> list[dict]:
     """Every (calibration, workload, policy); the calibration is named explicitly, so it is in the cache key."""
     return [sc.spec(pol, CLUSTER, f"sia-philly:{w}", tag=f"{sc.NAMES[pol]} [{cal}]", world={"calibration": cal})
@@ -39,7 +43,7 @@ def main() -> None:
     args = p.parse_args()
     records = sc.run_all(specs(args.workloads, tuple(args.calibration), tuple(args.policies)), workers=args.workers,
                          force=args.force)
-    header, rows = sc.group_rows(records)
+    header, rows = sc.group_rows(records, metrics=sc.METRICS + EXTRA_METRICS)
     inv = {v: k for k, v in sc.NAMES.items()}
     header.append("thesis (avg / p99 / makespan / GPU-h / restarts)")
     for row in rows:
