@@ -335,13 +335,15 @@ def comparison(records: list[dict | None], pairs: Mapping[tuple[str, str], tuple
 
 
 def best(records: list[dict | None], metrics: list[tuple[str, str, float, str]] = METRICS) -> str:
-    """A table naming, per metric and workload family (the tag's part before ``/``), the row with the lowest
-    mean: who wins on what, computed rather than read off by eye."""
+    """A table naming, per metric and workload family (the tag's part before ``/``; per world too when the tag
+    ends in `` [world]``), the row with the lowest mean: who wins on what, computed rather than read off by eye."""
     by: dict[str, dict[str, list[dict]]] = {}
     for r in records:
         if r is not None:
-            family, _, name = str(r["spec"]["tag"]).rpartition("/")
-            by.setdefault(family or "all", {}).setdefault(name, []).append(r["summary"])
+            base, bracket, world = str(r["spec"]["tag"]).partition(" [")  # "family/name [world]": per world
+            family, _, name = base.rpartition("/")
+            by.setdefault((family or "all") + (f" [{world}" if bracket else ""), {}).setdefault(
+                name, []).append(r["summary"])
     rows = []
     for k, label, _, _ in metrics:
         row = [f"{label}, lowest"]

@@ -44,6 +44,10 @@ def specs(philly: int, saturn: int, *, pollux: int | None = None, policies: tupl
     """Runs per family, workload and scheduler (the same runs as table 3.3's, so they are shared); Pollux
     (about 2 minutes a run) on its first ``pollux`` workloads per family only. ``p_values``: Sia again at each
     value of its fairness knob p."""
+    from dlsched.clusters import cluster_file
+
+    # the cluster's own calibration, named explicitly as table 3.3 names it, so the runs are table 3.3's
+    world = {"calibration": cluster_file(CLUSTER).world.get("calibration", "none")}
     out = []
     for family, n in (("philly", philly), ("helios", saturn)):
         for w in range(1, n + 1):
@@ -51,10 +55,11 @@ def specs(philly: int, saturn: int, *, pollux: int | None = None, policies: tupl
             for pol in policies:
                 if pol == "pollux" and pollux is not None and w > pollux:
                     continue
-                out.append(sc.spec(pol, CLUSTER, trace, tag=f"{family}/{sc.NAMES.get(pol, pol)}"))
+                out.append(sc.spec(pol, CLUSTER, trace, tag=f"{family}/{sc.NAMES.get(pol, pol)}", world=world))
             for p in p_values:
                 if float(p) != SIA_DEFAULT_P:
-                    out.append(sc.spec("sia", CLUSTER, trace, settings={"p": p}, tag=f"{family}/Sia p={p}"))
+                    out.append(sc.spec("sia", CLUSTER, trace, settings={"p": p}, tag=f"{family}/Sia p={p}",
+                                       world=world))
     return out
 
 

@@ -4,11 +4,15 @@ Philly (``sia-philly:N``) and Helios-Saturn (``sia-saturn:N``, the thesis's "Hel
 average and p99 JCT, makespan, GPU-hours per job and restarts per job, mean ± std over workloads.
 
     python experiments/sia_table33.py --workloads 8 --saturn 3
+    python experiments/sia_table33.py --workloads 3 --saturn 2 --calibration none sia-artifact
+
+Each row names the world calibration profile it ran under (``--calibration``, default: every profile).
 """
 
 from __future__ import annotations
 
 import sia_common as sc
+from sia_table34 import EXTRA_METRICS, add_calibration_arg
 
 CLUSTER = "sia-hetero-64"
 POLICIES = ("sia", "pollux", "gavel")
@@ -25,22 +29,28 @@ THESIS = {
 }
 
 
-def specs(philly: int, saturn: int, cluster: str = CLUSTER) -> list[dict]:
+def specs(philly: int, saturn: int, cluster: str = CLUSTER, calibrations: tuple[str, ...] | None = None,
+          policies: tuple[str, ...] = POLICIES) -> list[dict]:
+    """Every (calibration, family, workload, policy); without ``calibrations`` the cluster's default world."""
     out = []
-    for family, n in (("philly", philly), ("saturn", saturn)):
-        for w in range(1, n + 1):
-            for pol in POLICIES:
-                out.append(sc.spec(pol, cluster, f"sia-{family}:{w}", tag=f"{family}/{sc.NAMES[pol]}"))
+    for cal in calibrations or (None,):
+        world = {} if cal is None else {"world": {"calibration": cal}}
+        suffix = "" if cal is None else f" [{cal}]"
+        for family, n in (("philly", philly), ("saturn", saturn)):
+            for w in range(1, n + 1):
+                for pol in policies:
+                    out.append(sc.spec(pol, cluster, f"sia-{family}:{w}", tag=f"{family}/{sc.NAMES[pol]}{suffix}",
+                                       **world))
     return out
 
 
 def report(records: list[dict | None], thesis: dict | None = THESIS) -> str:
-    header, rows = sc.group_rows(records)
+    header, rows = sc.group_rows(records, metrics=sc.METRICS + EXTRA_METRICS)
     if thesis:
         header = [*header, "thesis (avg / p99 / makespan / GPU-h / restarts)"]
         inv = {v: k for k, v in sc.NAMES.items()}
         for row in rows:
-            family, name = row[0].split("/")
+            family, name = row[0].split(" [")[0].split("/")
             t = thesis.get((family, inv.get(name, name)))
             row.append(" / ".join(t) if t else "-")
     return sc.table(header, rows)
@@ -49,7 +59,9 @@ def report(records: list[dict | None], thesis: dict | None = THESIS) -> str:
 def tables(data: dict) -> dict[str, str]:
     """The experiment's tables and derived sentences, from its result file (``experiments/results/sia_table33.json``)."""
     records = sc.records_of(data)
-    return {"table": report(records), "comparison": sc.comparison(records, THESIS_RATIOS), "best": sc.best(records)}
+    suffixes = dict.fromkeys(r["spec"]["tag"][len(r["spec"]["tag"].split(" [")[0]):] for r in records if r)
+    pairs = {(f"{a}{suffix}", f"{b}{suffix}"): ratios for suffix in suffixes for (a, b), ratios in THESIS_RATIOS.items()}
+    return {"table": report(records), "comparison": sc.comparison(records, pairs), "best": sc.best(records)}
 
 
 #: Thesis table 3.3 ratios the text compares with: (tag A, tag B) -> A / B for avg JCT, makespan, restarts/job.
@@ -61,8 +73,11 @@ THESIS_RATIOS = {(f"{fam}/Sia", f"{fam}/{sc.NAMES[other]}"): tuple(
 def main() -> None:
     p = sc.parser(__doc__.splitlines()[0], default_workloads=8, name="sia_table33")
     p.add_argument("--saturn", type=int, default=3, help="number of Saturn workloads (default 3)")
+    add_calibration_arg(p)
     args = p.parse_args()
-    records = sc.run_all(specs(args.workloads, args.saturn), workers=args.workers, force=args.force)
+    records = sc.run_all(specs(args.workloads, args.saturn, calibrations=tuple(args.calibration),
+                               policies=tuple(args.policies)),
+                         workers=args.workers, force=args.force)
     for text in tables(sc.write_results("sia_table33", args, records)).values():
         print(text + "\n")
     print(f"simulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")

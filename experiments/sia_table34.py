@@ -1,6 +1,9 @@
 """Thesis table 3.4: Sia vs Pollux vs Gavel+TunedJobs on the homogeneous 64-GPU cluster (16 t4 nodes), Philly.
 
     python experiments/sia_table34.py --workloads 3
+    python experiments/sia_table34.py --workloads 3 --calibration none sia-artifact
+
+Each row names the world calibration profile it ran under (``--calibration``, default: every profile).
 """
 
 from __future__ import annotations
@@ -14,32 +17,51 @@ THESIS = {"sia": ("1.9", "18.1", "21.4", "8.4", "2.6"), "pollux": ("2.0", "19.3"
           "gavel": ("4.3", "37.1", "44.3", "15.3", "-")}
 
 
-def specs(n: int) -> list[dict]:
-    return [sc.spec(pol, CLUSTER, f"sia-philly:{w}", tag=sc.NAMES[pol])
-            for w in range(1, n + 1) for pol in POLICIES]
+#: Beside the thesis's metrics: queueing and load, which say how strongly a slower world lengthens JCTs.
+EXTRA_METRICS = [("avg_wait_s", "wait (min)", 60.0, "{:.0f}"), ("contention_avg", "contention", 1.0, "{:.1f}")]
+
+
+def specs(n: int, calibrations: tuple[str, ...] = ("none",), policies: tuple[str, ...] = POLICIES) -> list[dict]:
+    """Every (calibration, workload, policy); the calibration is named explicitly, so it is in the cache key."""
+    return [sc.spec(pol, CLUSTER, f"sia-philly:{w}", tag=f"{sc.NAMES[pol]} [{cal}]", world={"calibration": cal})
+            for cal in calibrations for w in range(1, n + 1) for pol in policies]
+
+
+def add_calibration_arg(p) -> None:
+    """``--calibration`` (world profiles to run under) and ``--policies`` (a subset of Sia, Pollux, Gavel)."""
+    from dlsched.world.calibration import profile_names
+
+    p.add_argument("--calibration", nargs="+", choices=profile_names(), default=list(profile_names()),
+                   help="world calibration profiles to run under (default: all)")
+    p.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES),
+                   help="policies to run (default: sia pollux gavel)")
 
 
 def tables(data: dict) -> dict[str, str]:
     """The experiment's tables, from its result file (``experiments/results/sia_table34.json``)."""
     records = sc.records_of(data)
-    header, rows = sc.group_rows(records)
+    header, rows = sc.group_rows(records, metrics=sc.METRICS + EXTRA_METRICS)
     inv = {v: k for k, v in sc.NAMES.items()}
     header.append("thesis (avg / p99 / makespan / GPU-h / restarts)")
     for row in rows:
-        row.append(" / ".join(THESIS[inv[row[0]]]) if row[0] in inv else "-")
+        name = row[0].split(" [")[0]
+        row.append(" / ".join(THESIS[inv[name]]) if inv.get(name) in THESIS else "-")
 
     def ratio(a: str, b: str, i: int) -> float | None:
         x, y = THESIS[a][i], THESIS[b][i]
         return None if "-" in (x, y) else float(x) / float(y)
-    pairs = {("Sia", sc.NAMES[o]): (ratio("sia", o, 0), ratio("sia", o, 2), ratio("sia", o, 4))
-             for o in ("pollux", "gavel")}
+    calibrations = dict.fromkeys(r["spec"]["tag"].split(" [")[1].rstrip("]") for r in records if r is not None)
+    pairs = {(f"Sia [{cal}]", f"{sc.NAMES[o]} [{cal}]"): (ratio("sia", o, 0), ratio("sia", o, 2), ratio("sia", o, 4))
+             for cal in calibrations for o in ("pollux", "gavel")}
     return {"table": sc.table(header, rows), "comparison": sc.comparison(records, pairs), "best": sc.best(records)}
 
 
 def main() -> None:
     p = sc.parser(__doc__.splitlines()[0], default_workloads=3, name="sia_table34")
+    add_calibration_arg(p)
     args = p.parse_args()
-    records = sc.run_all(specs(args.workloads), workers=args.workers, force=args.force)
+    records = sc.run_all(specs(args.workloads, tuple(args.calibration), tuple(args.policies)), workers=args.workers,
+                         force=args.force)
     for text in tables(sc.write_results("sia_table34", args, records)).values():
         print(text + "\n")
     print(f"simulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")

@@ -13,9 +13,10 @@ outside its range is refused naming the file, the field and the range (docs/simu
 
 from __future__ import annotations
 
+import dataclasses
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -73,6 +74,21 @@ class ClusterFile(BaseModel):
     description: str = ""
     variability: Literal["longhorn", "frontera", "ls6", "testbed32"] | None = None
     nodes: list[NodeGroup] = Field(min_length=1)
+    #: World options this cluster defaults to (``calibration: sia-artifact`` for a cluster whose physical
+    #: counterpart was measured that way); a run that sets an option itself wins. Values are checked where
+    #: the run's configuration is resolved, the keys here.
+    world: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("world")
+    @classmethod
+    def _world_keys(cls, world: dict[str, Any]) -> dict[str, Any]:
+        from dlsched.world.base import WorldConfig
+
+        known = [f.name for f in dataclasses.fields(WorldConfig)]
+        unknown = [k for k in world if k not in known]
+        if unknown:
+            raise ValueError(f"unknown world option '{unknown[0]}' (known: {', '.join(known)})")
+        return world
 
     @field_validator("nodes")
     @classmethod
@@ -134,11 +150,21 @@ def load_cluster_file(path: str | Path) -> ClusterFile:
 
 def load_cluster(name_or_path: str) -> Cluster:
     """A preset by name, or a YAML file by path."""
+    return cluster_file(name_or_path).build()
+
+
+def cluster_source(name_or_path: str) -> str:
+    """How errors name a cluster: ``preset sia-homo-64`` or the file's path."""
+    return f"preset {name_or_path}" if name_or_path in preset_names() else name_or_path
+
+
+def cluster_file(name_or_path: str) -> ClusterFile:
+    """The validated description of a preset (by name) or a YAML file (by path), world defaults included."""
     if name_or_path in preset_names():
         text = resources.files("dlsched.presets").joinpath(f"{name_or_path}.yaml").read_text()
-        return _parse(text, f"preset {name_or_path}").build()
+        return _parse(text, f"preset {name_or_path}")
     if name_or_path.endswith((".yaml", ".yml")) or Path(name_or_path).exists():
-        return load_cluster_file(name_or_path).build()
+        return load_cluster_file(name_or_path)
     raise InputError(f"unknown cluster '{name_or_path}' (presets: {', '.join(preset_names())}; or a YAML file)",
                      field="cluster")
 

@@ -48,6 +48,11 @@ def _stages(run: RunRecords) -> str:
     return "/".join(str(getattr(run.config, kind)) for kind in STAGES)
 
 
+def calibration_of(run: RunRecords) -> str:
+    """The world calibration profile the run played (``none``, ``sia-artifact``), from its resolved config."""
+    return run.config.world_config().calibration
+
+
 def seeds_of(run: RunRecords) -> dict[str, int | None]:
     """The run's seeds; ``trace_seed`` is the one its trace was drawn with (None for a fixed trace)."""
     from dlsched.sim.run_jobs import trace_seed_used
@@ -65,6 +70,7 @@ def row_fields(runs: Sequence[RunRecords]) -> dict[str, Any]:
     """Fields a summary row carries about the runs it summarises (one policy, one or several seeds)."""
     first = runs[0]
     return {"scheduler": first.scheduler, "dlsched_version": _version(),
+            "calibration": ", ".join(sorted({calibration_of(r) for r in runs})),
             **{f"{key}_values": sorted({v for r in runs if (v := seeds_of(r)[key]) is not None})
                for key, _ in SEED_FIELDS},
             "seeds_varied": seeds_varied(runs)}
@@ -83,6 +89,7 @@ def describe_runs(runs: Sequence[RunRecords]) -> dict[str, Any]:
         "clusters": list(dict.fromkeys(r.config.cluster for r in runs)),
         "traces": traces,
         "policies": policies,
+        "calibrations": list(dict.fromkeys(calibration_of(r) for r in runs)),
         **{f"{key}_values": sorted({v for r in runs if (v := seeds_of(r)[key]) is not None})
            for key, _ in SEED_FIELDS},
     }
@@ -105,6 +112,8 @@ def header_line(about: dict[str, Any]) -> str:
     """One line saying what was run (the line above a table, the top of a report)."""
     parts = [f"dlsched {about['dlsched_version']}", f"cluster {', '.join(about['clusters'])}",
              f"trace {', '.join(about['traces'])}"]
+    if about.get("calibrations"):
+        parts.append(f"world calibration {', '.join(about['calibrations'])}")
     for key, name in SEED_FIELDS:
         values = about.get(f"{key}_values") or []
         if key == "trace_seed" and len(values) < 2:

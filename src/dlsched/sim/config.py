@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, cast
 
@@ -28,6 +28,7 @@ from dlsched.core.ranges import DAY_S, YEAR_S, Range
 from dlsched.policies.registry import STAGE_KINDS
 from dlsched.sim.metrics import FtfCombine, FtfDefinition, FtfIsolated, FtfShare
 from dlsched.world.base import WorldConfig
+from dlsched.world.calibration import profile_names
 
 DEFAULT_CLUSTER = "sia-hetero-64"
 #: Loads sia-hetero-64 enough that schedulers differ (325 jobs in 4 hours; see the README for the table).
@@ -58,6 +59,21 @@ _WORLD_LIMITS: dict[str, dict[str, float]] = {
     "profile_steps": {"ge": 1, "le": 100000},
 }
 
+#: World options that name one of a set of choices, and where the choices come from.
+_WORLD_CHOICES: dict[str, tuple[str, Callable[[], tuple[str, ...]]]] = {
+    "calibration": ("calibration profile", profile_names),
+}
+
+
+def _choice_check(key: str, what: str, choices: Callable[[], tuple[str, ...]]) -> Any:
+    def check(cls: Any, value: Any) -> Any:
+        if value not in choices():
+            raise ValueError(f"unknown {what} '{value}' (known: {', '.join(choices())})")
+        return value
+
+    check.__name__ = f"_known_{key}"
+    return field_validator(key)(check)
+
 
 def _world_options_model() -> type[BaseModel]:
     hints = typing.get_type_hints(WorldConfig)
@@ -71,9 +87,10 @@ def _world_options_model() -> type[BaseModel]:
         else:
             info = Field(**limits)  # required, as in WorldConfig
         fields[f.name] = (hints[f.name], info)
+    validators = {f"_known_{key}": _choice_check(key, what, fn) for key, (what, fn) in _WORLD_CHOICES.items()}
     return create_model("WorldOptions", __config__=ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True),
                         __doc__="Options of the simulated truth: the fields of WorldConfig, typed and checked.",
-                        __module__=__name__, **fields)
+                        __module__=__name__, __validators__=validators, **fields)
 
 
 if typing.TYPE_CHECKING:
@@ -194,10 +211,11 @@ class RunConfig(BaseModel):
     @field_validator("world", mode="before")
     @classmethod
     def _none_words(cls, value: Any) -> Any:
-        """``--set locality_penalty=none`` means "unset" as it always did."""
+        """``--set locality_penalty=none`` means "unset" as it always did (for options that may be unset;
+        ``calibration=none`` names the profile called ``none``)."""
         if isinstance(value, Mapping):
-            return {k: None if isinstance(v, str) and v.strip().lower() in ("none", "null") else v
-                    for k, v in value.items()}
+            return {k: None if isinstance(v, str) and v.strip().lower() in ("none", "null") and _may_be_unset(k)
+                    else v for k, v in value.items()}
         return value
 
     @field_validator("summary_jobs")
@@ -214,6 +232,29 @@ class RunConfig(BaseModel):
     def world_config(self) -> WorldConfig:
         """The options as the world takes them."""
         return WorldConfig(**self.world.model_dump())
+
+
+def _may_be_unset(key: str) -> bool:
+    """Whether a world option accepts None (unknown keys: yes, so the error names the key, not the value)."""
+    info = WorldOptions.model_fields.get(str(key))
+    return info is None or type(None) in typing.get_args(info.annotation)
+
+
+def world_with_defaults(world: BaseModel, defaults: Mapping[str, Any], source: str) -> BaseModel:
+    """``world`` with a cluster's world defaults filled in where the run did not set the option itself.
+
+    An option the run names (``--set world.calibration=none``, a ``config.json`` that records it) wins; the
+    result records every default it took, so the resolved configuration replays the same world.
+    """
+    taken = {k: v for k, v in defaults.items() if k not in world.model_fields_set}
+    if not taken:
+        return world
+    try:
+        return WorldOptions(**{**world.model_dump(include=world.model_fields_set), **taken})
+    except ValidationError as exc:
+        err = input_error(exc)
+        raise InputError(str(err).removeprefix(f"field '{err.field}': "), source=source,
+                         field=f"world.{err.field}") from None
 
 
 _NUMERIC_FIELDS = frozenset({"cluster_scale", "trace_seed", "jobs", "seed", "world_seed", "round_s", "max_time_s",

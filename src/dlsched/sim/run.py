@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlsched.clusters import load_cluster
+from dlsched.clusters import cluster_file, cluster_source
 from dlsched.core import Cluster, Decision, InputError, Node
 from dlsched.core.view import ClusterView
 from dlsched.estimators.base import GoodputEstimator
 from dlsched.policies import SCHEDULERS, Scheduler, build_scheduler
 from dlsched.policies.stages import SchedulerTraits
-from dlsched.sim.config import STAGES, RunConfig
+from dlsched.sim.config import STAGES, RunConfig, world_with_defaults
 from dlsched.sim.engine import Engine, SimConfig
 from dlsched.sim.metrics import summarize
 from dlsched.sim.records import JobRecord, RoundRecord, Segment
@@ -115,18 +115,21 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
     """Validate everything and build the engine; raises InputError before any work or file is written."""
     data_dir = resolve_data_dir(config.data_dir)
     with data_env(data_dir):
-        cluster = scale_cluster(load_cluster(config.cluster), config.cluster_scale)
+        described = cluster_file(config.cluster)
+        cluster = scale_cluster(described.build(), config.cluster_scale)
+        # the cluster's world defaults (a sia-* preset's calibration) under what the run set itself
+        world_options = world_with_defaults(config.world, described.world, cluster_source(config.cluster))
         scheduler = build_scheduler(config.policy, **config.stage_overrides, settings=dict(config.settings),
                                     seed=config.seed)
         world_seed = config.seed if config.world_seed is None else config.world_seed
-        world = World(cluster, config.world_config(), seed=world_seed)
         resolved = config.model_copy(update={
-            "cluster": file_or_name(config.cluster), "trace": resolve_trace_spec(config.trace, config.trace_seed),
+            "world": world_options, "cluster": file_or_name(config.cluster), "trace": resolve_trace_spec(config.trace, config.trace_seed),
             "trace_seed": config.trace_seed if config.trace_seed is not None else TUNED_SEED,
             "round_s": config.round_s if config.round_s is not None else default_round_s(config.policy),
             "world_seed": world_seed, "data_dir": data_dir,
             "world": config.world.model_copy(update={"straggler_episodes": world.config.episodes}), "label": policy_label(config),
             **stages_used(config)})
+        world = World(cluster, resolved.world_config(), seed=world_seed)
         specs, trace_name = load_jobs(resolved, cluster)
         assert resolved.round_s is not None  # resolve() fills it from the preset
         sim_cfg = SimConfig(round_s=float(resolved.round_s), seed=config.seed,
@@ -159,7 +162,7 @@ def simulate(config: RunConfig, *, on_progress: Progress | None = None,
     covered = window_jobs(jobs, run.config.summary_jobs)
     summary = summarize(covered, rounds, num_gpus=engine.cluster.num_gpus, sim_wall_s=sim_wall_s)
     summary = {"policy": run.label, "cluster": run.config.cluster, "trace": run.trace_name,
-               "seed": run.config.seed, **summary}
+               "seed": run.config.seed, "calibration": run.config.world_config().calibration, **summary}
     return RunRecords(config=run.config, scheduler=run.scheduler.describe(), label=run.label,
                       trace_name=run.trace_name, jobs=jobs, rounds=rounds, segments=segments,
                       num_gpus=engine.cluster.num_gpus, end_time_s=end_s, summary=summary,

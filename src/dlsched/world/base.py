@@ -34,6 +34,7 @@ import numpy as np
 
 from dlsched.catalog import DEFAULT_CLASS, PalConstants
 from dlsched.core import Adaptivity, Cluster, InputError, JobSpec, Placement, ThroughputObservation
+from dlsched.world.calibration import DEFAULT_CALIBRATION, calibration
 from dlsched.world.efficiency import EfficiencyModel
 from dlsched.world.stragglers import StragglerEpisodes
 from dlsched.world.throughput import ThroughputModel
@@ -80,6 +81,10 @@ class WorldConfig:
     #: Profiling a new job: local batch sizes tried per GPU type, and steps timed at each.
     profile_batches: int = 5
     profile_steps: int = 20
+    #: Calibration profile (``params/calibration.json``): per-model slowdowns of iteration time and restart
+    #: delays. ``none`` plays the profiles as measured; ``sia-artifact`` plays them as Sia's simulator did.
+    #: A cluster preset may name its own default (the ``sia-*`` presets: ``sia-artifact``).
+    calibration: str = DEFAULT_CALIBRATION
 
     def __post_init__(self) -> None:
         if self.gpu_speeds not in GPU_SPEED_SOURCES:
@@ -91,6 +96,7 @@ class WorldConfig:
             raise InputError("episodes on top of gpu_speeds=single-runs would count the straggler runs twice "
                              "(single-runs already scores GPUs by them); use gpu_speeds=medians",
                              field="straggler_episodes")
+        calibration(self.calibration)  # an unknown name is refused here, naming the field
 
     @property
     def episodes(self) -> str:
@@ -149,7 +155,10 @@ class AdaptiveJobPhysics(JobPhysics):
         super().__init__(spec, world)
         eff = world.efficiency
         self.total_work = eff.target_progress(spec.model)
-        self.restart_delay_s = world.throughput.restart_delay_s(spec.model) * world.config.restart_delay_scale
+        fitted = world.throughput.restart_delay_s(spec.model)
+        self.restart_delay_s = world.calibration.restart_delay_s(spec.model, fitted) * world.config.restart_delay_scale
+        #: Factor on every iteration's time from the world's calibration profile (1: as profiled).
+        self.slowdown = world.calibration.slowdown(spec.model)
         self.perf_class = world.speeds.class_of(spec.model)
 
     def base_rate(self, progress, gpu_type, node_counts, batch_size):
@@ -163,10 +172,12 @@ class AdaptiveJobPhysics(JobPhysics):
             choice = tm.batch_choice(spec.model, gpu_type, node_counts, bsz, progress, eff)
         if choice is None:
             return Rate(0.0)
-        goodput = choice.goodput
-        return Rate(work_per_s=goodput, batch_size=choice.batch_size, local_bsz=choice.local_bsz,
-                    accum_steps=choice.accum_steps, step_time_s=choice.step_time_s,
-                    sync_time_s=choice.sync_time_s, throughput_sps=choice.throughput_sps,
+        # a calibration slowdown stretches the whole iteration, sync included (goodput / slowdown); it is the
+        # same for every batch size, so the goodput-maximising batch does not change
+        s = self.slowdown
+        return Rate(work_per_s=choice.goodput / s, batch_size=choice.batch_size, local_bsz=choice.local_bsz,
+                    accum_steps=choice.accum_steps, step_time_s=choice.step_time_s * s,
+                    sync_time_s=choice.sync_time_s * s, throughput_sps=choice.throughput_sps / s,
                     efficiency=choice.efficiency if num_gpus else 1.0)
 
     def isolated_runtime_s(self, gpu_type, num_gpus):
@@ -235,6 +246,7 @@ class World:
                  data_dir: str | None = None) -> None:
         self.cluster = cluster
         self.config = config or WorldConfig()
+        self.calibration = calibration(self.config.calibration)
         self.throughput = ThroughputModel.load()
         self.efficiency = EfficiencyModel.load()
         self.pal = PalConstants.load()
@@ -334,6 +346,7 @@ class World:
                 hi = max(lo, tm.max_local_bsz(model, gtype))
                 for b in np.unique(np.round(np.geomspace(lo, hi, max(1, cfg.profile_batches)))).astype(int):
                     step, sync = tm.step_time(model, gtype, counts, int(b), 1)
+                    step, sync = step * phys.slowdown, sync * phys.slowdown
                     measured.append((int(b), step / factor, sync))
             else:
                 rate = self.rate(phys, 0.0, part, phys.spec.batch_size)
