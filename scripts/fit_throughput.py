@@ -186,7 +186,7 @@ def fit_group(rows: pd.DataFrame) -> tuple[dict[str, float], list[str]]:
     if int(rows["stages"].iloc[0]) > 1:
         # Pipeline model: no overlap of sync with compute (gamma = 1) and no refinements, as in Sia.
         fixed = dict(zero, gamma=1.0, eps=0.0, pi=0.0, kappa=0.0)
-        free = ["alpha_c", "beta_c", "alpha_r", "beta_r", "alpha_n", "beta_n"]
+        free = ["alpha_c", "beta_c", "alpha_n", "beta_n", "alpha_r", "beta_r"]
         if rows["N"].max() >= 3:
             free.append("delta_n")
         start = _initial(rows)
@@ -196,7 +196,7 @@ def fit_group(rows: pd.DataFrame) -> tuple[dict[str, float], list[str]]:
         params, _ = _fit(rows, free, fixed, start)
         return params, []
     has_cross = bool((rows["N"] > 1).any())
-    free = ["alpha_c", "beta_c", "alpha_r", "beta_r", "gamma"] + (["alpha_n", "beta_n"] if has_cross else [])
+    free = ["alpha_c", "beta_c", "alpha_n", "beta_n", "gamma"] + (["alpha_r", "beta_r"] if has_cross else [])
     allowed = ["q_c", "zeta_c"]
     if rows["kmax"].nunique() > 1:
         allowed += ["eps"]
@@ -237,18 +237,18 @@ def refit_group(rows: pd.DataFrame, form: dict[str, float]) -> dict[str, float]:
     zero = {n: DEFAULT.get(n, 0.0) for n in PARAM_NAMES}
     if int(rows["stages"].iloc[0]) > 1:
         fixed = dict(zero, gamma=1.0, eps=0.0, pi=0.0, kappa=0.0)
-        free = ["alpha_c", "beta_c", "alpha_n", "beta_n", "alpha_r", "beta_r"]
+        free = ["alpha_c", "beta_c", "alpha_r", "beta_r", "alpha_n", "beta_n"]
         if rows["N"].max() >= 3:
-            free.append("delta_r")
+            free.append("delta_n")
     else:
         fixed = dict(zero)
-        free = ["alpha_c", "beta_c", "alpha_n", "beta_n", "gamma"]
+        free = ["alpha_c", "beta_c", "alpha_r", "beta_r", "gamma"]
         if (rows["N"] > 1).any():
-            free += ["alpha_r", "beta_r"]
+            free += ["alpha_n", "beta_n"]
         free += [t for t in OPTIONAL if form.get(t, DEFAULT.get(t, 0.0)) != DEFAULT.get(t, 0.0) and t not in free]
     if not (rows["N"] > 1).any():  # cross-node terms borrowed (from v100) in the full fit stay as they are
-        free = [n for n in free if n not in ("alpha_r", "beta_r", "delta_r")]
-        fixed.update({n: form[n] for n in ("alpha_r", "beta_r", "delta_r")})
+        free = [n for n in free if n not in ("alpha_n", "beta_n", "delta_n")]
+        fixed.update({n: form[n] for n in ("alpha_n", "beta_n", "delta_n")})
     start = {n: float(form[n]) for n in PARAM_NAMES}
     params, _ = _fit(rows, free, fixed, start)
     return params

@@ -123,12 +123,15 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
                                     seed=config.seed)
         world_seed = config.seed if config.world_seed is None else config.world_seed
         resolved = config.model_copy(update={
-            "world": world_options, "cluster": file_or_name(config.cluster), "trace": resolve_trace_spec(config.trace, config.trace_seed),
+            "world": world_options, "cluster": file_or_name(config.cluster),
+            "trace": resolve_trace_spec(config.trace, config.trace_seed),
             "trace_seed": config.trace_seed if config.trace_seed is not None else TUNED_SEED,
             "round_s": config.round_s if config.round_s is not None else default_round_s(config.policy),
             "world_seed": world_seed, "data_dir": data_dir,
-            "world": config.world.model_copy(update={"straggler_episodes": world.config.episodes}), "label": policy_label(config),
-            **stages_used(config)})
+            "label": policy_label(config), **stages_used(config)})
+        # record the straggler-episode setting the world resolves (its default depends on gpu_speeds)
+        resolved = resolved.model_copy(update={"world": resolved.world.model_copy(
+            update={"straggler_episodes": resolved.world_config().episodes})})
         world = World(cluster, resolved.world_config(), seed=world_seed)
         specs, trace_name = load_jobs(resolved, cluster)
         assert resolved.round_s is not None  # resolve() fills it from the preset
