@@ -23,8 +23,8 @@ from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results" / "sia"
 #: Gavel and other rigid schedulers run TunedJobs (thesis, section 3.4.3).
-TUNED = {"gavel"}
-NAMES = {"sia": "Sia", "pollux": "Pollux", "gavel": "Gavel+TJ"}
+TUNED = {"gavel", "shockwave", "themis"}
+NAMES = {"sia": "Sia", "pollux": "Pollux", "gavel": "Gavel+TJ", "shockwave": "Shockwave+TJ", "themis": "Themis+TJ"}
 MAX_WORKERS = 2
 
 # Named traces read the measured data from ../shared/data relative to the working directory; make the scripts
