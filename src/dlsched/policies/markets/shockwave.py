@@ -104,6 +104,11 @@ def plan_window(est: JobEstimates, capacity: int, *, round_s: float, window_roun
 
     for r in range(R):  # capacity per round
         add([(j * R + r, float(est.gpus[j])) for j in range(n)], -np.inf, float(capacity))
+    # The objective depends on how often each job runs, not when, so rounds can be reordered: keep the busiest
+    # first. This removes the solver's symmetric copies of every plan and agrees with the bonus for running early.
+    for r in range(R - 1):
+        add([(j * R + r, float(est.gpus[j])) for j in range(n)] + [(j * R + r + 1, -float(est.gpus[j]))
+                                                                     for j in range(n)], 0.0, np.inf)
     for j in range(n):
         xs = [(j * R + r, 1.0) for r in range(R)]
         # P_j <= p_j + delta_j sum_r x (and P_j <= 1: the last round may finish the job part way through it);
