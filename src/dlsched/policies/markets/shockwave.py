@@ -18,8 +18,9 @@ makespan regulariser penalises the work left for after the window. Per job ``j``
 ``log`` is replaced by its tangents at ``log_bases`` (exact at those points, an upper bound elsewhere: the
 MILP stays linear), as Shockwave's solver does. The plan's first round is executed; the plan is kept while
 the job set is unchanged, and re-solved when a job arrives or leaves, when a job the plan expected to have
-finished is still running (its estimate was short), or when the window is used up. A tiny
-bonus for running earlier in the window makes the executed round work-conserving among equal plans.
+finished is still running (its estimate was short), or when the window is used up. The objective depends on how often a job runs in the window, not
+when, so among equal plans the busiest rounds come first and, within them, a tiny bonus (proportional to
+the job's current rho) runs the jobs whose fairness is worst first.
 
 Dynamic adaptation. Shockwave predicts how a job's epoch duration changes as its batch size changes
 (regimes fitted from the job's history) and plans with those predictions. The jobs it runs here are
@@ -41,7 +42,8 @@ from dlsched.policies.markets.lease import JobEstimates, LeaseAllocation, job_es
 from dlsched.policies.stages import Plan
 from dlsched.solvers.highs import SparseProblem, solve_sparse
 
-#: Weight of running earlier within the window (a tie-breaker, far below any objective term).
+#: Weight of running earlier within the window, times GPUs and current rho (a tie-breaker, far below any
+#: objective term).
 _EARLY = 1e-6
 
 
@@ -80,8 +82,9 @@ def plan_window(est: JobEstimates, capacity: int, *, round_s: float, window_roun
     iP, iu, is_ = nx, nx + n, nx + 2 * n
     ncol = nx + 3 * n
     c = np.zeros(ncol)
+    rho_now = np.minimum(est.rho(), 1e3)
     for r in range(R):
-        c[r:nx:R] = _EARLY * (R - r) * est.gpus / max(capacity, 1)
+        c[r:nx:R] = _EARLY * (R - r) * est.gpus * rho_now / max(capacity, 1)
     c[iu:iu + n] = 1.0 / n
     c[is_:is_ + n] = -ftf_weight / n
     # makespan term: -w * sum g (1 - P) T / (G H) = const + w * sum g T P / (G H)
