@@ -162,3 +162,14 @@ def test_incompatible_stages_are_refused(policy):
         build_scheduler(policy, ordering="las")  # they rank jobs themselves
     with pytest.raises(InputError, match="GPU type"):
         build_scheduler(policy, placement="sia")  # they leave the GPU type to placement
+
+
+def test_presets_list_their_round_and_tunables_with_ranges():
+    from dlsched.policies import describe_scheduler
+
+    themis, shockwave = describe_scheduler("themis"), describe_scheduler("shockwave")
+    assert themis["round_s"] == shockwave["round_s"] == 360.0  # the thesis's round for both
+    assert themis["stages"]["allocation"]["ranges"]["fairness_knob"] == "[0, 1)"
+    assert themis["tunables"]["allocation.fairness_knob"] == 0.8
+    assert shockwave["tunables"]["allocation.window_rounds"] == 20
+    assert shockwave["stages"]["allocation"]["ranges"]["window_rounds"] == "[1, 500]"
