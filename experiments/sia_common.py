@@ -35,8 +35,8 @@ from typing import Any
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 RESULTS = RESULTS_DIR / "sia"
 #: Gavel and other rigid schedulers run TunedJobs (thesis, section 3.4.3).
-TUNED = {"gavel"}
-NAMES = {"sia": "Sia", "pollux": "Pollux", "gavel": "Gavel+TJ"}
+TUNED = {"gavel", "shockwave", "themis"}
+NAMES = {"sia": "Sia", "pollux": "Pollux", "gavel": "Gavel+TJ", "shockwave": "Shockwave+TJ", "themis": "Themis+TJ"}
 MAX_WORKERS = 2
 
 # Named traces read the measured data from ../shared/data relative to the working directory; make the scripts

@@ -7,7 +7,8 @@ fairness"): ``text`` follows eq. 3.6 as written, ``started`` also charges the is
 round-based scheduler, ``artifact`` is the Sia artifact's combination (whole-cluster share per type, mean of
 isolated times). Every run reports every reading, so readings are rows of the same runs (those of table 3.3),
 not more runs. The thesis reports figure 3.7 only (Helios): worst rho Sia 1.2, Pollux 4.6, Gavel 27.8 and
-unfair fractions Sia <0.3%, Pollux 28%, Gavel 15%; for Philly it gives no fairness numbers.
+unfair fractions Sia <0.3%, Pollux 28%, Gavel 15%, Shockwave (TunedJobs) 3.3 and 14%; Themis is not in the
+figure. For Philly it gives no fairness numbers.
 
     python experiments/sia_fairness.py --workloads 2 --saturn 2 --pollux 1 --workers 1
     python experiments/sia_fairness.py --workloads 2 --saturn 2 --pollux 0 --p=-1,-0.5,0.5,1 --workers 1
@@ -18,8 +19,8 @@ from __future__ import annotations
 import sia_common as sc
 
 CLUSTER = "sia-hetero-64"
-#: Schedulers compared (Gavel runs TunedJobs, see sia_common.TUNED).
-POLICIES = ("sia", "pollux", "gavel")
+#: Schedulers compared (Gavel, Shockwave and Themis run TunedJobs, see sia_common.TUNED).
+POLICIES = ("sia", "pollux", "gavel", "shockwave", "themis")
 #: Trace family -> named trace of workload N.
 FAMILIES = {"philly": "sia-philly:{}", "helios": "sia-saturn:{}"}
 #: Readings of the metric -> ``FtfDefinition.label`` (share/combine/isolated). Every run reports all of them
@@ -32,7 +33,7 @@ READINGS = {
 }
 #: Figure 3.7 (Helios): (worst rho, unfair fraction).
 THESIS = {("helios", "Sia"): ("1.2", "<0.3%"), ("helios", "Pollux"): ("4.6", "28%"),
-          ("helios", "Gavel+TJ"): ("27.8", "15%")}
+          ("helios", "Gavel+TJ"): ("27.8", "15%"), ("helios", "Shockwave+TJ"): ("3.3", "14%")}
 #: Sia's default fairness knob (thesis section 3.4.3: p = -0.5); a p row at it reuses the default run.
 SIA_DEFAULT_P = -0.5
 METRICS = [("ftf_max", "worst rho", 1.0, "{:.2f}"), ("ftf_unfair_frac", "unfair frac", 0.01, "{:.1f}%"),

@@ -73,7 +73,7 @@ THESIS_RATIOS = {(f"{fam}/Sia", f"{fam}/{sc.NAMES[other]}"): tuple(
 def main() -> None:
     p = sc.parser(__doc__.splitlines()[0], default_workloads=8, name="sia_table33")
     p.add_argument("--saturn", type=int, default=3, help="number of Saturn workloads (default 3)")
-    add_calibration_arg(p)
+    add_calibration_arg(p, POLICIES)
     args = p.parse_args()
     records = sc.run_all(specs(args.workloads, args.saturn, calibrations=tuple(args.calibration),
                                policies=tuple(args.policies)),

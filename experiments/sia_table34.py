@@ -1,7 +1,8 @@
-"""Thesis table 3.4: Sia vs Pollux vs Gavel+TunedJobs on the homogeneous 64-GPU cluster (16 t4 nodes), Philly.
+"""Thesis table 3.4: Sia, Pollux, and Shockwave, Themis, Gavel with TunedJobs, on 16 t4 nodes (64 GPUs), Philly.
 
     python experiments/sia_table34.py --workloads 3
     python experiments/sia_table34.py --workloads 3 --calibration none sia-artifact
+    python experiments/sia_table34.py --workloads 3 --policies shockwave themis
 
 Each row names the world calibration profile it ran under (``--calibration``, default: every profile).
 """
@@ -11,9 +12,10 @@ from __future__ import annotations
 import sia_common as sc
 
 CLUSTER = "sia-homo-64"
-POLICIES = ("sia", "pollux", "gavel")
+POLICIES = ("sia", "pollux", "shockwave", "themis", "gavel")
 #: Thesis table 3.4 (avg JCT h, p99 JCT h, makespan h, GPU-h/job) and restarts per job from its text.
 THESIS = {"sia": ("1.9", "18.1", "21.4", "8.4", "2.6"), "pollux": ("2.0", "19.3", "21.7", "8.6", "5.1"),
+          "shockwave": ("3.6", "32.8", "35.0", "12.5", "-"), "themis": ("5.4", "44.7", "49.7", "17.2", "-"),
           "gavel": ("4.3", "37.1", "44.3", "15.3", "-")}
 
 
@@ -27,14 +29,14 @@ def specs(n: int, calibrations: tuple[str, ...] = ("none",), policies: tuple[str
             for cal in calibrations for w in range(1, n + 1) for pol in policies]
 
 
-def add_calibration_arg(p) -> None:
-    """``--calibration`` (world profiles to run under) and ``--policies`` (a subset of Sia, Pollux, Gavel)."""
+def add_calibration_arg(p, policies: tuple[str, ...] = POLICIES) -> None:
+    """``--calibration`` (world profiles to run under) and ``--policies`` (a subset of ``policies``)."""
     from dlsched.world.calibration import profile_names
 
     p.add_argument("--calibration", nargs="+", choices=profile_names(), default=list(profile_names()),
                    help="world calibration profiles to run under (default: all)")
-    p.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES),
-                   help="policies to run (default: sia pollux gavel)")
+    p.add_argument("--policies", nargs="+", choices=policies, default=list(policies),
+                   help=f"policies to run (default: {' '.join(policies)})")
 
 
 def tables(data: dict) -> dict[str, str]:

@@ -355,6 +355,26 @@ GAVEL = [
         expect={"n": Profiled(("t4", "v100"), 2)}),
 ]
 
+MARKETS = [
+    row("themis: the app with the worst finish-time fairness wins the auction for the whole node",
+        job("new", 4, age=60.0, estimate=3600.0), job("old", 4, submit=1.0, age=7200.0, estimate=3600.0),
+        cluster=ONE_NODE, policy="themis", expect={"old": Runs("v100", 4), "new": WAITS}),
+    row("themis: leftover GPUs go to the apps outside the auction",
+        job("a", 2, age=60.0, estimate=3600.0), job("b", 2, submit=1.0, age=7200.0, estimate=3600.0),
+        cluster=ONE_NODE, policy="themis", expect={"a": Runs("v100", 2), "b": Runs("v100", 2)}),
+    row("themis: the auction's winner preempts; the gang that no longer fits gets nothing, not part",
+        job("r", 3, on=(0, 1, 2), age=7200.0, estimate=7200.0), job("short", 2, submit=1.0, estimate=600.0),
+        cluster=ONE_NODE, policy="themis", expect={"r": WAITS, "short": Runs("v100", 2)}),
+    row("shockwave: the job whose finish-time fairness is at risk runs first",
+        job("new", 4, age=60.0, estimate=3600.0), job("old", 4, submit=1.0, age=20000.0, estimate=3600.0),
+        cluster=ONE_NODE, policy="shockwave", settings={"window_rounds": "3"},
+        expect={"old": Runs("v100", 4), "new": WAITS}),
+    row("shockwave: two gangs that fit together both run",
+        job("a", 2, estimate=3600.0), job("b", 2, submit=1.0, estimate=3600.0),
+        cluster=ONE_NODE, policy="shockwave", settings={"window_rounds": "3"},
+        expect={"a": Runs("v100", 2), "b": Runs("v100", 2)}),
+]
+
 POLLUX_EST = SpeedTable({"v100": 1.0}, alpha=0.8, node_loss=0.05, profiled_only=False)
 POLLUX_SET = {"population": "30", "generations": "30"}
 
@@ -433,6 +453,10 @@ COMPOSED = [
         cluster=ONE_NODE, policy="gavel", ordering="las", refused=("las", "gavel")),
     row("refused: las ordering with the pollux allocation",
         cluster=ONE_NODE, policy="pollux", ordering="las", refused=("las", "pollux")),
+    row("refused: las ordering with the themis allocation",
+        cluster=ONE_NODE, policy="themis", ordering="las", refused=("las", "themis")),
+    row("refused: sia placement after the shockwave allocation (it names no GPU type)",
+        cluster=ONE_NODE, policy="shockwave", placement="sia", refused=("sia", "shockwave")),
     row("refused: srtf ordering with the sia allocation and pal placement",
         cluster=ONE_NODE, policy="sia", ordering="srtf", placement="pal", refused=("srtf", "sia")),
 ]
@@ -451,7 +475,7 @@ def build(s: Scenario):
     return sched
 
 
-@pytest.mark.parametrize("s", ORDERING + GANG + STICKINESS + PAL + SIA_ROWS + GAVEL + POLLUX + COMPOSED)
+@pytest.mark.parametrize("s", ORDERING + GANG + STICKINESS + PAL + SIA_ROWS + GAVEL + MARKETS + POLLUX + COMPOSED)
 def test_scenario(s: Scenario):
     if s.refused:
         with pytest.raises(InputError) as err:

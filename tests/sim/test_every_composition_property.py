@@ -26,7 +26,7 @@ from dlsched.world.base import World, WorldConfig
 from testkit import Recorder, assert_round_invariants
 
 #: Keep the adaptive searches small: the properties do not depend on how well they search.
-FAST = {"pollux": {"population": "10", "generations": "3"}}
+FAST = {"pollux": {"population": "10", "generations": "3"}, "shockwave": {"window_rounds": "4"}}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,201 @@
+"""Shockwave (Zheng et al., NSDI'23): a market over future rounds, solved as one MILP per plan.
+
+Shockwave plans which jobs run in each of the next ``window_rounds`` rounds. Its market equilibrium is the
+allocation that maximises social welfare, the sum of log utilities (Nash social welfare: an equilibrium of
+a Fisher market with equal budgets), where a job's utility is its progress by the end of the window; on top
+of it a finish-time-fairness regulariser penalises jobs whose predicted ``rho`` exceeds ``rho_max``, and a
+makespan regulariser penalises the work left for after the window. Per job ``j`` with gang ``g_j``, progress
+``p_j`` and ``delta_j`` progress per round it runs (a round over its total run time)::
+
+    x[j, r] in {0, 1}                      job j holds its gang in round r of the window
+    sum_j g_j x[j, r] <= G                 every round
+    P_j = min(1, p_j + delta_j sum_r x[j, r])   progress at the window's end
+    rho_j = (age_j + H + (1 - P_j) T_j) / T_id_j    (predicted finish-time fairness; H the window)
+
+    maximise  (1/n) sum_j log(P_j)  -  ftf_weight (1/n) sum_j max(0, rho_j - rho_max)
+              -  makespan_weight sum_j g_j (1 - P_j) T_j / (G H)
+
+``log`` is replaced by its tangents at ``log_bases`` (exact at those points, an upper bound elsewhere: the
+MILP stays linear), as Shockwave's solver does. The plan's first round is executed; the plan is kept while
+the job set is unchanged, and re-solved when a job arrives or leaves, when a job the plan expected to have
+finished is still running (its estimate was short), or when the window is used up. The objective depends on how often a job runs in the window, not
+when, so among equal plans the busiest rounds come first and, within them, a tiny bonus (proportional to
+the job's current rho) runs the jobs whose fairness is worst first.
+
+Dynamic adaptation. Shockwave predicts how a job's epoch duration changes as its batch size changes
+(regimes fitted from the job's history) and plans with those predictions. The jobs it runs here are
+TunedJobs, rigid, whose batch size does not change, so ``delta_j`` comes from the job's current estimate
+and observations, and a re-plan picks up any change in them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from dlsched.core import ClusterView, InputError, JobView
+from dlsched.core.ranges import DAY_S, ranged
+from dlsched.policies.markets.lease import JobEstimates, LeaseAllocation, job_estimates
+from dlsched.policies.stages import Plan
+from dlsched.solvers.highs import SparseProblem, solve_sparse
+
+#: Weight of running earlier within the window, times GPUs and current rho (a tie-breaker, far below any
+#: objective term).
+_EARLY = 1e-6
+
+
+def _parse_bases(raw: str, key: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in raw.split(",") if x.strip())
+    except ValueError:
+        raise InputError(f"cannot read '{raw}' as comma-separated progress values", field=key) from None
+    if not values or any(not (0.0 < v <= 1.0) for v in values):
+        raise InputError(f"log bases must be in (0, 1], got '{raw}'", field=key)
+    return values
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """A solved plan: ``run[j, r]`` for each job and round of the window, and the solve's status."""
+
+    run: np.ndarray
+    objective: float
+    status: str
+    solve_s: float
+
+
+def plan_window(est: JobEstimates, capacity: int, *, round_s: float, window_rounds: int, ftf_weight: float,
+                makespan_weight: float, rho_max: float, log_bases: tuple[float, ...],
+                mip_gap: float = 1e-3, time_limit_s: float | None = None) -> WindowPlan:
+    """Shockwave's schedule over the next ``window_rounds`` rounds (module docstring), as a MILP."""
+    n, R = len(est.jobs), window_rounds
+    H = R * round_s
+    total = np.maximum(est.total_s, 1e-9)
+    progress = np.clip(1.0 - est.remaining_s / total, 0.0, 1.0)
+    delta = round_s / total
+    rounds_needed = np.ceil(np.maximum(est.remaining_s, 0.0) / round_s - 1e-9)
+    # columns: x (n*R, binary), P (n), u (n: log of P), s (n: rho excess)
+    nx = n * R
+    iP, iu, is_ = nx, nx + n, nx + 2 * n
+    ncol = nx + 3 * n
+    c = np.zeros(ncol)
+    rho_now = np.minimum(est.rho(), 1e3)
+    for r in range(R):
+        c[r:nx:R] = _EARLY * (R - r) * est.gpus * rho_now / max(capacity, 1)
+    c[iu:iu + n] = 1.0 / n
+    c[is_:is_ + n] = -ftf_weight / n
+    # makespan term: -w * sum g (1 - P) T / (G H) = const + w * sum g T P / (G H)
+    c[iP:iP + n] = makespan_weight * est.gpus * total / (capacity * H)
+    offset = -makespan_weight * float(np.sum(est.gpus * total)) / (capacity * H)
+    rows: list[int] = []
+    cols: list[int] = []
+    vals: list[float] = []
+    lo: list[float] = []
+    hi: list[float] = []
+
+    def add(entries: list[tuple[int, float]], low: float, high: float) -> None:
+        k = len(lo)
+        for col, v in entries:
+            rows.append(k)
+            cols.append(col)
+            vals.append(v)
+        lo.append(low)
+        hi.append(high)
+
+    for r in range(R):  # capacity per round
+        add([(j * R + r, float(est.gpus[j])) for j in range(n)], -np.inf, float(capacity))
+    # The objective depends on how often each job runs, not when, so rounds can be reordered: keep the busiest
+    # first. This removes the solver's symmetric copies of every plan and agrees with the bonus for running early.
+    for r in range(R - 1):
+        add([(j * R + r, float(est.gpus[j])) for j in range(n)] + [(j * R + r + 1, -float(est.gpus[j]))
+                                                                     for j in range(n)], 0.0, np.inf)
+    for j in range(n):
+        xs = [(j * R + r, 1.0) for r in range(R)]
+        # P_j <= p_j + delta_j sum_r x (and P_j <= 1: the last round may finish the job part way through it);
+        # every term of the objective grows with P_j, so the bound is met with equality below 1
+        add([(iP + j, 1.0)] + [(col, -float(delta[j])) for col, _ in xs], -np.inf, float(progress[j]))
+        add(xs, -np.inf, float(rounds_needed[j]))  # no planning past the job's end
+        for b in log_bases:  # u_j <= log b + (P_j - b) / b
+            add([(iu + j, 1.0), (iP + j, -1.0 / b)], -np.inf, math.log(b) - 1.0)
+        # s_j >= rho_j - rho_max, rho_j = (age + H + T - T P) / T_id
+        add([(is_ + j, 1.0), (iP + j, float(total[j] / est.isolated_s[j]))],
+            float((est.age_s[j] + H + total[j]) / est.isolated_s[j] - rho_max), np.inf)
+    A = sp.csc_matrix((vals, (rows, cols)), shape=(len(lo), ncol))
+    col_lo = np.concatenate([np.zeros(nx), np.zeros(n), np.full(n, -1e3), np.zeros(n)])
+    col_hi = np.concatenate([np.ones(nx), np.ones(n), np.full(n, 0.0), np.full(n, np.inf)])
+    integer = np.concatenate([np.ones(nx, dtype=bool), np.zeros(3 * n, dtype=bool)])
+    problem = SparseProblem(c=c, A=A, row_lo=np.array(lo), row_hi=np.array(hi), col_lo=col_lo, col_hi=col_hi,
+                            integer=integer, maximize=True, offset=offset)
+    sol = solve_sparse(problem, integer=True, mip_rel_gap=mip_gap, time_limit_s=time_limit_s)
+    run = (sol.x[:nx] > 0.5).reshape(n, R) if n else np.zeros((0, R), dtype=bool)
+    return WindowPlan(run=run, objective=sol.objective, status=sol.status, solve_s=sol.solve_s)
+
+
+@dataclass
+class ShockwaveAllocation(LeaseAllocation):
+    """Shockwave's planner; the fields are its tunables. State: the lease (:class:`.lease.LeaseAllocation`),
+    the current plan (``plan_jobs``: its job ids, ``plan_run``: their rounds, ``_plan_finishes``: which jobs it
+    expects to finish), the round of the plan to run
+    next (``_plan_round``), and each solve's wall time (``solve_s``)."""
+
+    #: Round (lease) length in seconds (the thesis runs Shockwave with 360 s rounds).
+    lease_s: float = ranged(360.0, 1.0, DAY_S)
+    #: Rounds planned ahead in one solve.
+    window_rounds: int = ranged(20, 1, 500)
+    #: Weight of the finish-time-fairness regulariser (the thesis's and Shockwave's 10).
+    ftf_weight: float = ranged(10.0, 0.0, 1e6)
+    #: Weight of the makespan regulariser (the thesis's and Shockwave's 1e-1).
+    makespan_weight: float = ranged(0.1, 0.0, 1e6)
+    #: Predicted rho above which the fairness regulariser applies.
+    rho_max: float = ranged(1.0, 0.0, 1e6)
+    #: Progress values where log's tangents approximate it.
+    log_bases: tuple[float, ...] = field(default=(0.01, 0.2, 0.4, 0.6, 0.8, 1.0),
+                                         metadata={"parse": _parse_bases})
+    #: Relative optimality gap at which the MILP stops.
+    mip_gap: float = ranged(1e-3, 0.0, 1.0)
+    #: Wall-clock limit of one solve in seconds (the best plan found by then is used).
+    time_limit_s: float = ranged(15.0, 0.1, 3600.0)
+    name: str = "shockwave"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.plan_jobs: list[str] = []
+        self.plan_run = np.zeros((0, 0), dtype=bool)
+        self._plan_finishes = np.zeros(0, dtype=bool)
+        self._plan_round = 0
+        self.solve_s: list[float] = []
+
+    def _outlived(self, ids: list[str]) -> bool:
+        """True when a job the plan expected to have finished by now is still here (its estimate was short):
+        the rest of the plan gives it nothing, so it is re-planned."""
+        done = self.plan_run[:, :self._plan_round].any(axis=1) & ~self.plan_run[:, self._plan_round:].any(axis=1)
+        return bool(np.any(done & self._plan_finishes))
+
+    def describe(self) -> str:
+        return (f"{self.name} (lease_s={self.lease_s:g}, window_rounds={self.window_rounds}, "
+                f"ftf_weight={self.ftf_weight:g}, makespan_weight={self.makespan_weight:g}, "
+                f"rho_max={self.rho_max:g})")
+
+    def decide(self, view: ClusterView, jobs: list[JobView], capacity: int, plan: Plan) -> list[str]:
+        ids = [j.job_id for j in jobs]
+        if ids != self.plan_jobs or self._plan_round >= self.plan_run.shape[1] or self._outlived(ids):
+            est = job_estimates(jobs, capacity)
+            solved = plan_window(est, capacity, round_s=self.lease_s, window_rounds=self.window_rounds,
+                                 ftf_weight=self.ftf_weight, makespan_weight=self.makespan_weight,
+                                 rho_max=self.rho_max, log_bases=self.log_bases, mip_gap=self.mip_gap,
+                                 time_limit_s=self.time_limit_s)
+            self.plan_jobs, self.plan_run, self._plan_round = ids, solved.run, 0
+            self._plan_finishes = solved.run.sum(axis=1) >= np.ceil(est.remaining_s / self.lease_s - 1e-9)
+            self.solve_s.append(solved.solve_s)
+            plan.info["shockwave.solve_s"] = solved.solve_s
+        column = self.plan_run[:, self._plan_round]
+        self._plan_round += 1
+        chosen, left = [], capacity
+        for i in np.flatnonzero(column):  # the MILP's rounds fit; this only guards against its tolerances
+            if jobs[i].spec.num_gpus <= left:
+                chosen.append(jobs[i].job_id)
+                left -= jobs[i].spec.num_gpus
+        return chosen

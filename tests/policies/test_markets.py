@@ -1,0 +1,175 @@
+"""Themis's auction and Shockwave's window plan on instances small enough to work out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dlsched.core import ClusterView, InputError, JobSpec, JobStatus, JobView, Placement
+from dlsched.policies import build_scheduler
+from dlsched.policies.markets import partial_allocation, plan_window, solve_auction
+from dlsched.policies.markets.lease import job_estimates
+from testkit import small_cluster
+
+FOUR = small_cluster((("t4", 1, 4),))  # one node of 4 GPUs
+
+
+def job(job_id: str, gpus: int, *, age: float, estimate: float, served: float = 0.0, progress: float = 0.0,
+        on: tuple[int, ...] = ()) -> JobView:
+    spec = JobSpec(job_id=job_id, submit_time_s=0.0, model="resnet50", num_gpus=gpus, batch_size=128,
+                   iterations=1000.0)
+    placement = Placement.of(on)
+    return JobView(spec=spec, status=JobStatus.RUNNING if on else JobStatus.QUEUED, placement=placement,
+                   batch_size=128 if on else None, age_s=age, wait_s=0.0, attained_gpu_s=served * gpus,
+                   attained_service_s=served, restarts=0, progress_fraction=progress,
+                   start_time_s=0.0 if on else None, estimated_duration_s=estimate)
+
+
+def view(jobs: list[JobView], time_s: float = 0.0) -> ClusterView:
+    return ClusterView(time_s=time_s, round_s=360.0, cluster=FOUR, jobs=jobs)
+
+
+def running(decision) -> set[str]:
+    return {k for k, a in decision.allocations.items() if a.placement}
+
+
+# -- Themis ----------------------------------------------------------------------------------------------
+def test_auction_maximises_the_product_of_valuations():
+    # A's gang fills the cluster (value 2); B and C fit together (1.5 * 1.5 = 2.25 > 2): B and C win.
+    won, welfare = solve_auction(np.log([2.0, 1.5, 1.5]), np.array([4, 2, 2]), 4)
+    assert won.tolist() == [False, True, True]
+    assert welfare == pytest.approx(math.log(2.25))
+
+
+def test_partial_allocation_is_the_welfare_others_lose_to_the_winner():
+    # Two 2-GPU apps on 2 GPUs: A (value 3) wins; without A, B would win with value 2. A's share is
+    # prod of others' values with A (1) over without A (2): c_A = 0.5.
+    values, gpus = np.log([3.0, 2.0]), np.array([2, 2])
+    won, _ = solve_auction(values, gpus, 2)
+    assert won.tolist() == [True, False]
+    assert partial_allocation(values, gpus, 2, won).tolist() == pytest.approx([0.5, 1.0])
+    # Room for both: nobody loses anything to A, so A keeps all of its bundle.
+    won, _ = solve_auction(values, gpus, 4)
+    assert partial_allocation(values, gpus, 4, won).tolist() == pytest.approx([1.0, 1.0])
+
+
+def test_themis_offers_to_the_worst_rho_apps_only():
+    # Five one-GPU apps; f = 0.8 offers to ceil(0.2 * 5) = 1 app: the oldest (worst rho).
+    jobs = [job(f"j{i}", 1, age=100.0 * (i + 1), estimate=3600.0) for i in range(5)]
+    sched = build_scheduler("themis")
+    decision = sched.schedule(view(jobs))
+    assert sched.allocation.last_offered == ["j4"]
+    # f = 0.2 offers to ceil(0.8 * 5) = 4 apps, worst rho first
+    sched = build_scheduler("themis", settings={"fairness_knob": "0.2"})
+    sched.schedule(view(jobs))
+    assert sched.allocation.last_offered == ["j4", "j3", "j2", "j1"]
+    assert len(running(decision)) == 4  # leftover GPUs are handed out: the cluster's 4 GPUs all run
+
+
+def test_themis_two_jobs_the_bigger_saving_wins_and_keeps_its_gang():
+    # Both apps offered (f = 0), a 4-GPU gang each on 4 GPUs. A: age 1 h, 6 min left, bids
+    # (3960 + 360) / 3960 = 1.09; B: age 6 min, 6 min left, bids (720 + 360) / 720 = 1.5. B wins.
+    a = job("A", 4, age=3600.0, estimate=360.0)
+    b = job("B", 4, age=360.0, estimate=360.0)
+    sched = build_scheduler("themis", settings={"fairness_knob": "0"})
+    assert running(sched.schedule(view([a, b]))) == {"B"}
+    # B's share: A's welfare with B (1) over without B (1.09) = 3960 / 4320 = 0.917 of 4 GPUs = 3.67,
+    # which rounds to the whole gang
+    assert sched.allocation.last_shares["B"] == pytest.approx(3960.0 / 4320.0)
+
+
+def test_themis_withheld_gang_goes_to_the_leftover():
+    # A: 6 min of work, just arrived, bids 720 / 360 = 2; B: 12 min, bids 1080 / 720 = 1.5. A wins, but its
+    # share is 1 / 1.5 = 2/3 of 4 GPUs = 2.67 GPUs, not its gang: the GPUs are left over and B gets them.
+    a = job("A", 4, age=0.0, estimate=360.0)
+    b = job("B", 4, age=0.0, estimate=720.0)
+    sched = build_scheduler("themis", settings={"fairness_knob": "0"})
+    decision = sched.schedule(view([a, b]))
+    assert sched.allocation.last_shares["A"] == pytest.approx(2.0 / 3.0)
+    assert running(decision) == {"B"}
+    # without the hidden payment the winner runs
+    sched = build_scheduler("themis", settings={"fairness_knob": "0", "partial_allocation": "off"})
+    assert running(sched.schedule(view([a, b]))) == {"A"}
+
+
+# -- Shockwave -------------------------------------------------------------------------------------------
+def test_shockwave_plan_prefers_the_job_whose_rho_is_at_risk():
+    # two 2-GPU jobs on 2 GPUs, equal work; X has waited long (rho > 1), Y just arrived
+    x = job("X", 2, age=10000.0, estimate=3600.0)
+    y = job("Y", 2, age=0.0, estimate=3600.0)
+    est = job_estimates([x, y], 2)
+    plan = plan_window(est, 2, round_s=360.0, window_rounds=1, ftf_weight=10.0, makespan_weight=0.1,
+                       rho_max=1.0, log_bases=(0.01, 0.2, 0.4, 0.6, 0.8, 1.0))
+    assert plan.run[:, 0].tolist() == [True, False]
+    # without the fairness regulariser neither job gains more log-progress: no preference for X is forced,
+    # but the plan still fits the cluster
+    plan = plan_window(est, 2, round_s=360.0, window_rounds=1, ftf_weight=0.0, makespan_weight=0.1,
+                       rho_max=1.0, log_bases=(0.01, 0.2, 0.4, 0.6, 0.8, 1.0))
+    assert int(plan.run[:, 0].sum()) == 1
+
+
+def test_shockwave_log_welfare_prefers_the_job_with_less_progress():
+    # same gang, same work per round; A is 80% done, B 10%: log(P) gains more for B
+    a = job("A", 4, age=100.0, estimate=4000.0, served=3200.0, progress=0.8)
+    b = job("B", 4, age=100.0, estimate=4000.0, served=400.0, progress=0.1)
+    est = job_estimates([a, b], 4)
+    plan = plan_window(est, 4, round_s=360.0, window_rounds=1, ftf_weight=0.0, makespan_weight=0.0,
+                       rho_max=1.0, log_bases=(0.01, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0))
+    assert plan.run[:, 0].tolist() == [False, True]
+
+
+def test_shockwave_plan_respects_capacity_every_round_and_stops_at_the_job_end():
+    rng = np.random.default_rng(3)
+    jobs = [job(f"j{i}", int(rng.choice([1, 2, 4])), age=float(rng.uniform(0, 5000)),
+                estimate=float(rng.uniform(300, 5000))) for i in range(8)]
+    est = job_estimates(jobs, 4)
+    plan = plan_window(est, 4, round_s=360.0, window_rounds=6, ftf_weight=10.0, makespan_weight=0.1,
+                       rho_max=1.0, log_bases=(0.01, 0.2, 0.4, 0.6, 0.8, 1.0))
+    assert plan.run.shape == (8, 6)
+    assert (est.gpus @ plan.run <= 4).all()
+    needed = np.ceil(est.remaining_s / 360.0)
+    assert (plan.run.sum(axis=1) <= needed).all()
+    assert plan.run.any()  # work to do and GPUs free: something runs
+
+
+def test_shockwave_keeps_its_plan_while_the_jobs_are_unchanged():
+    jobs = [job("a", 4, age=0.0, estimate=3600.0), job("b", 4, age=0.0, estimate=3600.0)]
+    sched = build_scheduler("shockwave", settings={"window_rounds": "4"})
+    first = running(sched.schedule(view(jobs, 0.0)))
+    sched.schedule(view(jobs, 360.0))
+    assert len(sched.allocation.solve_s) == 1  # one solve for both rounds
+    assert len(first) == 1
+    sched.schedule(view(jobs[:1], 720.0))  # b left: re-plan
+    assert len(sched.allocation.solve_s) == 2
+
+
+@pytest.mark.parametrize("policy, settings, field", [
+    ("shockwave", {"log_bases": "0,0.5"}, "log_bases"),
+    ("shockwave", {"window_rounds": "0"}, "window_rounds"),
+    ("themis", {"fairness_knob": "1"}, "fairness_knob"),
+])
+def test_bad_tunables_are_refused_naming_the_field(policy, settings, field):
+    with pytest.raises(InputError) as exc:
+        build_scheduler(policy, settings=settings)
+    assert field in str(exc.value)
+
+
+@pytest.mark.parametrize("policy", ["themis", "shockwave"])
+def test_incompatible_stages_are_refused(policy):
+    with pytest.raises(InputError, match="las"):
+        build_scheduler(policy, ordering="las")  # they rank jobs themselves
+    with pytest.raises(InputError, match="GPU type"):
+        build_scheduler(policy, placement="sia")  # they leave the GPU type to placement
+
+
+def test_presets_list_their_round_and_tunables_with_ranges():
+    from dlsched.policies import describe_scheduler
+
+    themis, shockwave = describe_scheduler("themis"), describe_scheduler("shockwave")
+    assert themis["round_s"] == shockwave["round_s"] == 360.0  # the thesis's round for both
+    assert themis["stages"]["allocation"]["ranges"]["fairness_knob"] == "[0, 1)"
+    assert themis["tunables"]["allocation.fairness_knob"] == 0.8
+    assert shockwave["tunables"]["allocation.window_rounds"] == 20
+    assert shockwave["stages"]["allocation"]["ranges"]["window_rounds"] == "[1, 500]"
