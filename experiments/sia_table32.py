@@ -40,34 +40,36 @@ def specs(seeds: int, calibrations: tuple[str, ...], policies: tuple[str, ...] =
             for cal in calibrations for seed in range(seeds) for pol in policies]
 
 
-def main() -> None:
-    p = sc.parser(__doc__.splitlines()[0], default_workloads=1)
-    p.add_argument("--seeds", type=int, default=3, help="scheduler/world seeds per policy (default 3)")
-    add_calibration_arg(p)
-    args = p.parse_args()
-    records = sc.run_all(specs(args.seeds, tuple(args.calibration), tuple(args.policies)), workers=args.workers,
-                         force=args.force)
+def tables(data: dict) -> dict[str, str]:
+    """The experiment's table, from its result file (``experiments/results/sia_table32.json``)."""
+    records = sc.records_of(data)
     header, rows = sc.group_rows(records, metrics=sc.METRICS + EXTRA_METRICS)
     inv = {v: k for k, v in sc.NAMES.items()}
-    sia_avg = {}
-    for r in records:
-        if r is not None and r["spec"]["tag"].startswith(sc.NAMES["sia"]):
-            sia_avg.setdefault(r["spec"]["tag"].split(" [")[1], []).append(r["summary"]["avg_jct_s"])
-    header += ["Sia avg JCT / this", "thesis physical", "thesis simulated"]
     by_tag: dict[str, list[float]] = {}
     for r in records:
         if r is not None:
             by_tag.setdefault(r["spec"]["tag"], []).append(r["summary"]["avg_jct_s"])
+    header += ["Sia avg JCT / this", "thesis physical", "thesis simulated"]
     for row in rows:
         name, cal = row[0].split(" [")
         mine = sc.mean(by_tag[row[0]])
-        sia = sc.mean(sia_avg.get(cal, []))
+        sia = sc.mean(by_tag.get(f"{sc.NAMES['sia']} [{cal}", []))
         row.append("-" if not mine or sia is None else f"{sia / mine:.2f}")
         pol = inv[name]
         row += [THESIS_PHYSICAL[pol], THESIS_SIMULATED[pol]]
-    print(sc.table(header, rows))
-    print(f"\nsimulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
-    sc.write_json(args.json, [r for r in records if r is not None])
+    return {"table": sc.table(header, rows)}
+
+
+def main() -> None:
+    p = sc.parser(__doc__.splitlines()[0], default_workloads=1, name="sia_table32")
+    p.add_argument("--seeds", type=int, default=3, help="scheduler/world seeds per policy (default 3)")
+    add_calibration_arg(p, POLICIES)
+    args = p.parse_args()
+    records = sc.run_all(specs(args.seeds, tuple(args.calibration), tuple(args.policies)), workers=args.workers,
+                         force=args.force)
+    for text in tables(sc.write_results("sia_table32", args, records)).values():
+        print(text + "\n")
+    print(f"simulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
 
 
 if __name__ == "__main__":
