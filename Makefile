@@ -42,16 +42,18 @@ results: $(STAMP)
 # Order matters: sia_fairness and sia_sensitivity reuse runs sia_table33 cached under the same commit.
 experiments: $(STAMP)
 	$(PY) experiments/make_results.py --purge-stale
-	$(PY) experiments/pal_testbed.py --seeds 4 --workers $(WORKERS)
+	$(PY) experiments/pal_testbed.py --seeds 4 --variability medians,episodes,runs --workers $(WORKERS)
 	$(PY) benchmarks/placement_time.py --rounds 20 --out experiments/results/placement_time.json
-	$(PY) experiments/pal_fig11.py --seeds 3 --workers $(WORKERS)
-	$(PY) experiments/pal_fig13.py --seeds 2 --workers $(WORKERS)
+	$(PY) experiments/pal_fig11.py --seeds 2 --variability medians,episodes,runs --workers $(WORKERS)
+	$(PY) experiments/pal_fig13.py --seeds 1 --penalties 1.0,2.0,3.0 --variability medians,episodes,runs \
+		--workers $(WORKERS)
 	$(PY) experiments/pal_synergy.py --workers $(WORKERS)
 	$(PY) experiments/pal_synergy.py --rates 18,22,26 --placements packed-sticky,pm-first,pal --series-rates 22 \
 		--tag _saturated --workers $(WORKERS)
-	$(PY) experiments/sia_table33.py --workloads 8 --saturn 6 --workers $(WORKERS)
-	$(PY) experiments/sia_fairness.py --workloads 8 --saturn 6 --workers $(WORKERS)
 	$(PY) experiments/sia_table34.py --workloads 3 --workers $(WORKERS)
+	$(PY) experiments/sia_table33.py --workloads 4 --saturn 2 --workers $(WORKERS)
+	$(PY) experiments/sia_fairness.py --workloads 4 --saturn 2 --policies sia,pollux,gavel,themis --workers $(WORKERS)
+	$(PY) experiments/sia_table32.py --seeds 3 --workers $(WORKERS)
 	$(PY) experiments/sia_sensitivity.py --workloads 3 --workers $(WORKERS)
 	$(PY) experiments/sia_rigid.py --workloads 3 --workers $(WORKERS)
 	$(PY) experiments/sia_gpt.py --workloads 3 --workers $(WORKERS)

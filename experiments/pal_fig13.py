@@ -34,9 +34,9 @@ from pal_common import (
 PAPER = {"pm-first": (0.30, 0.09), "pal": (0.30, 0.20)}
 
 
-def specs(penalties: list[float], seeds: int, mode: str, workloads: list[int]) -> list[dict]:
+def specs(penalties: list[float], seeds: int, modes: list[str], workloads: list[int]) -> list[dict]:
     out = []
-    for pen in penalties:
+    for mode, pen in ((m, p) for m in modes for p in penalties):
         for seed in range(seeds):
             for w in workloads:
                 for p in PLACEMENTS:
@@ -49,17 +49,22 @@ def specs(penalties: list[float], seeds: int, mode: str, workloads: list[int]) -
 
 
 def summarise(results: list[dict], penalties: list[float], workloads: list[int]) -> dict:
-    jct: dict = defaultdict(list)
-    for r in results:
-        jct[(r["penalty"], r["trace"], r["placement"])].append(r["avg_jct_s"])
-    out = {}
-    for pen in penalties:
-        mean = {(t, p): float(np.mean(jct[(pen, t, p)])) for t in {f"pal-philly:{w}" for w in workloads}
-                for p in PLACEMENTS}
-        gm_h = {p: geomean(mean[(f"pal-philly:{w}", p)] for w in workloads) / 3600 for p in PLACEMENTS}
-        norm = {p: geomean(mean[(f"pal-philly:{w}", p)] / mean[(f"pal-philly:{w}", "packed-sticky")]
-                           for w in workloads) for p in PLACEMENTS}
-        out[f"{pen:g}"] = {"geomean_avg_jct_h": gm_h, "geomean_vs_tiresias": norm}
+    """Per variability mode and penalty: geomean average JCT (hours) and geomean ratio to Tiresias."""
+    out: dict = {}
+    for mode in dict.fromkeys(r["variability"] for r in results):
+        jct: dict = defaultdict(list)
+        for r in results:
+            if r["variability"] == mode:
+                jct[(r["penalty"], r["trace"], r["placement"])].append(r["avg_jct_s"])
+        per: dict = {}
+        for pen in penalties:
+            mean = {(t, p): float(np.mean(jct[(pen, t, p)])) for t in {f"pal-philly:{w}" for w in workloads}
+                    for p in PLACEMENTS}
+            gm_h = {p: geomean(mean[(f"pal-philly:{w}", p)] for w in workloads) / 3600 for p in PLACEMENTS}
+            norm = {p: geomean(mean[(f"pal-philly:{w}", p)] / mean[(f"pal-philly:{w}", "packed-sticky")]
+                               for w in workloads) for p in PLACEMENTS}
+            per[f"{pen:g}"] = {"geomean_avg_jct_h": gm_h, "geomean_vs_tiresias": norm}
+        out[mode] = per
     return out
 
 
@@ -67,15 +72,16 @@ def tables(data: dict) -> dict[str, str]:
     """From ``experiments/results/pal_fig13.json``: ``table`` (per penalty: geomean average JCT in hours per
     placement, PM-First's and PAL's improvement over Tiresias, PAL's lead over PM-First in points, and
     Random-Sticky against Tiresias) and ``pal_vs_pm_first``."""
-    header = ["penalty", *[PAPER_NAMES[p] for p in PLACEMENTS], "PM-First vs Tiresias", "PAL vs Tiresias",
+    header = ["world", "penalty", *[PAPER_NAMES[p] for p in PLACEMENTS], "PM-First vs Tiresias", "PAL vs Tiresias",
               "PAL lead over PM-First (points)", "Random-Sticky vs Tiresias"]
     rows = []
-    for pen, s in data["summary"].items():
-        norm = s["geomean_vs_tiresias"]
-        rows.append([pen, *[f"{s['geomean_avg_jct_h'][p]:.2f}" for p in PLACEMENTS],
-                     f"{1 - norm['pm-first']:.0%}", f"{1 - norm['pal']:.0%}",
-                     f"{100 * (norm['pm-first'] - norm['pal']):.1f}", f"{norm['random-sticky'] - 1:+.0%}"])
-    rows.append(["paper (1.0 -> 3.0)", *[""] * len(PLACEMENTS),
+    for mode, per in data["summary"].items():
+        for pen, s in per.items():
+            norm = s["geomean_vs_tiresias"]
+            rows.append([mode, pen, *[f"{s['geomean_avg_jct_h'][p]:.2f}" for p in PLACEMENTS],
+                         f"{1 - norm['pm-first']:.0%}", f"{1 - norm['pal']:.0%}",
+                         f"{100 * (norm['pm-first'] - norm['pal']):.1f}", f"{norm['random-sticky'] - 1:+.0%}"])
+    rows.append(["paper", "1.0 -> 3.0", *[""] * len(PLACEMENTS),
                  f"{PAPER['pm-first'][0]:.0%} -> {PAPER['pm-first'][1]:.0%}",
                  f"{PAPER['pal'][0]:.0%} -> {PAPER['pal'][1]:.0%}", "", ""])
     return {"table": table(rows, header), "pal_vs_pm_first": pal_vs_pm_first(data["runs"])}
@@ -85,16 +91,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--penalties", default="1.0,1.5,2.0,2.5,3.0")
     ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--variability", default="runs", choices=VARIABILITY_MODES,
-                    help="runs (gpu_speeds=single-runs, reproduces PAL's published simulator), medians (no "
+    ap.add_argument("--variability", default="runs",
+                    help="comma-separated, of: runs (gpu_speeds=single-runs, reproduces PAL's published simulator), medians (no "
                          "episodes), episodes (medians plus straggler episodes), world (the default world)")
     ap.add_argument("--workloads", default="1,2,3,4,5,6,7,8")
     ap.add_argument("--workers", type=int, default=None)
     args = ap.parse_args(argv)
+    modes = [m.strip() for m in args.variability.split(",") if m.strip()]
+    if not modes or any(m not in VARIABILITY_MODES for m in modes):
+        ap.error(f"--variability: each of {', '.join(VARIABILITY_MODES)}, got {args.variability!r}")
     penalties = [float(x) for x in args.penalties.split(",")]
     workloads = [int(w) for w in args.workloads.split(",")]
     t0 = time.perf_counter()
-    results = run_all(specs(penalties, args.seeds, args.variability, workloads), workers=args.workers,
+    results = run_all(specs(penalties, args.seeds, modes, workloads), workers=args.workers,
                       progress=stderr_progress)
     wall = time.perf_counter() - t0
     summary = summarise(results, penalties, workloads)
