@@ -1,4 +1,4 @@
-"""Regenerate every table of ``docs/results.md`` from the result files in ``experiments/results/``, running nothing.
+"""Regenerate every table of ``docs/results.md`` and ``docs/fidelity.md`` from the result files in ``experiments/results/``, running nothing.
 
 ``docs/results.md`` keeps hand-written prose; every table or sentence whose numbers come from a result file
 sits in a block::
@@ -39,6 +39,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
 DOC = ROOT / "docs" / "results.md"
+#: Every document with generated blocks: the results, and the fidelity summary (paper vs ours per world).
+DOCS = (DOC, ROOT / "docs" / "fidelity.md")
 #: Where the scripts that write result files live (experiments first).
 SCRIPT_DIRS = (HERE, ROOT / "benchmarks")
 
@@ -80,12 +82,12 @@ def source_line(path: Path, data: dict[str, Any]) -> str:
             f"{f', dlsched {version}' if version else ''}) by `make results`.</sub>")
 
 
-def render_block(exp: str, part: str, file: str | None, results: Path = RESULTS) -> str:
+def render_block(exp: str, part: str, file: str | None, results: Path = RESULTS, doc: Path = DOC) -> str:
     """The content of one block: the experiment's table ``part`` rendered from its result file, and the source."""
     path = results / (file or f"{exp}.json")
     script = next((d / f"{exp}.py" for d in SCRIPT_DIRS if (d / f"{exp}.py").is_file()), None)
     if script is None:
-        raise ResultError(f"{_rel(DOC)}: no script experiments/{exp}.py or benchmarks/{exp}.py for block {exp}.{part}")
+        raise ResultError(f"{_rel(doc)}: no script experiments/{exp}.py or benchmarks/{exp}.py for block {exp}.{part}")
     module = importlib.import_module(exp)
     if not callable(getattr(module, "tables", None)):
         raise ResultError(f"{_rel(script)}: has no tables(data) function")
@@ -95,11 +97,11 @@ def render_block(exp: str, part: str, file: str | None, results: Path = RESULTS)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError) as exc:
         raise ResultError(f"{_rel(path)}: malformed for {_rel(script)} ({type(exc).__name__}: {exc})") from None
     if part not in parts:
-        raise ResultError(f"{_rel(DOC)}: {_rel(script)} has no table {part!r} (it has {', '.join(parts)})")
+        raise ResultError(f"{_rel(doc)}: {_rel(script)} has no table {part!r} (it has {', '.join(parts)})")
     return f"{parts[part].rstrip()}\n\n{source_line(path, data)}"
 
 
-def regenerate(text: str, results: Path = RESULTS) -> str:
+def regenerate(text: str, results: Path = RESULTS, doc: Path = DOC) -> str:
     """``text`` (a document) with every generated block rendered afresh from ``results``."""
     for d in reversed(SCRIPT_DIRS):
         if str(d) not in sys.path:
@@ -114,7 +116,7 @@ def regenerate(text: str, results: Path = RESULTS) -> str:
         m = BEGIN.match(line.strip())
         if not m:
             if line.strip().startswith("<!-- generated"):
-                raise ResultError(f"{_rel(DOC)}:{i}: malformed block marker {line.strip()!r}")
+                raise ResultError(f"{_rel(doc)}:{i}: malformed block marker {line.strip()!r}")
             continue
         start = i
         while i < len(lines) and lines[i].strip() != END:
@@ -122,8 +124,8 @@ def regenerate(text: str, results: Path = RESULTS) -> str:
                 break
             i += 1
         if i >= len(lines) or lines[i].strip() != END:
-            raise ResultError(f"{_rel(DOC)}:{start}: block {m['exp']}.{m['part']} has no {END!r}")
-        out += ["", render_block(m["exp"], m["part"], m["file"], results), "", END]
+            raise ResultError(f"{_rel(doc)}:{start}: block {m['exp']}.{m['part']} has no {END!r}")
+        out += ["", render_block(m["exp"], m["part"], m["file"], results, doc), "", END]
         i += 1
     return "\n".join(out)
 
@@ -153,8 +155,9 @@ def purge_stale(results: Path, allow_dirty: bool = False) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true",
-                   help="write nothing; exit 1 when docs/results.md differs from what the result files give")
-    p.add_argument("--doc", type=Path, default=DOC, help="the document (default docs/results.md)")
+                   help="write nothing; exit 1 when a document differs from what the result files give")
+    p.add_argument("--doc", type=Path, action="append", default=None,
+                   help="a document to regenerate (repeatable; default docs/results.md and docs/fidelity.md)")
     p.add_argument("--results", type=Path, default=RESULTS, help="result folder (default experiments/results)")
     p.add_argument("--purge-stale", action="store_true",
                    help="only delete result files not made by the code checked out now (before re-running)")
@@ -168,31 +171,38 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"removed {removed} result files not made by the code checked out now", file=sys.stderr)
         return 0
+    status = 0
+    for doc in args.doc or DOCS:
+        status = max(status, _one_doc(doc, args.results, args.check))
+    return status
+
+
+def _one_doc(doc: Path, results: Path, check: bool) -> int:
+    """Regenerate (or with ``check`` compare) one document; the exit status."""
     try:
-        current = args.doc.read_text()
-        fresh = regenerate(current, args.results)
+        current = doc.read_text()
+        fresh = regenerate(current, results, doc)
     except ResultError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"error: {_rel(args.doc)}: {exc.strerror}", file=sys.stderr)
+        print(f"error: {_rel(doc)}: {exc.strerror}", file=sys.stderr)
         return 2
-    if args.check:
+    if check:
         if fresh != current:
             old, new = current.split("\n"), fresh.split("\n")
             n = next((k for k, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new)))
-            print(f"error: {_rel(args.doc)}:{n + 1}: differs from the result files (run `make results`)",
+            print(f"error: {_rel(doc)}:{n + 1}: differs from the result files (run `make results`)",
                   file=sys.stderr)
             return 1
         return 0
     if fresh != current:
         from dlsched.outputs import atomic_file
 
-        with atomic_file(args.doc) as tmp:
+        with atomic_file(doc) as tmp:
             tmp.write_text(fresh)
-        print(f"rewrote {_rel(args.doc)}", file=sys.stderr)
+        print(f"rewrote {_rel(doc)}", file=sys.stderr)
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -355,3 +355,58 @@ def best(records: list[dict | None], metrics: list[tuple[str, str, float, str]] 
             row.append(min(means, key=means.__getitem__) if means else "-")
         rows.append(row)
     return table(["metric", *by], rows)
+
+
+def _paper_number(text: str) -> float | None:
+    """The number a thesis cell states (``"0.6 ± 0.1"`` -> 0.6); None for ``-``, ranges and bounds."""
+    head = text.split("±")[0].strip().rstrip("%")
+    try:
+        return float(head)
+    except ValueError:
+        return None
+
+
+def paper_vs_ours(records: list[dict | None], items: list[tuple[str, str, str, str]],
+                  metrics: list[tuple[str, str, float, str]] = METRICS, threshold: float = 0.15) -> str:
+    """The thesis's figure beside ours under every world the runs used, and our difference from it.
+
+    ``items`` are (row name, tag without its `` [world]`` suffix, summary key, the thesis's cell as printed).
+    Worlds are the tags' `` [world]`` suffixes (one unnamed world when there are none). A difference beyond
+    ``threshold`` is marked ``**``; docs/fidelity.md gives the reason for every one of them.
+    """
+    fmt = {k: (label, scale, f) for k, label, scale, f in metrics}
+    by: dict[tuple[str, str], list[dict]] = {}
+    worlds: dict[str, None] = {}
+    for r in records:
+        if r is None:
+            continue
+        base, bracket, world = str(r["spec"]["tag"]).partition(" [")
+        world = world.rstrip("]") if bracket else ""
+        worlds.setdefault(world)
+        by.setdefault((base, world), []).append(r["summary"])
+    header = ["row", "metric", "thesis", *[f"ours, {w or 'this world'}" for w in worlds],
+              *[f"vs thesis, {w or 'this world'}" for w in worlds]]
+    rows = []
+    for name, base, key, paper in items:
+        label, scale, f = fmt[key]
+        p = _paper_number(paper)
+        ours, diffs = [], []
+        for w in worlds:
+            v = mean(s.get(key) for s in by.get((base, w), []))
+            ours.append("-" if v is None else f.format(v / scale))
+            if v is None or p is None or p == 0:
+                diffs.append("-")
+            else:
+                d = v / scale / p - 1.0
+                diffs.append(f"{d:+.0%}" + (" **" if abs(d) > threshold else ""))
+        rows.append([name, label, paper, *ours, *diffs])
+    return table(header, rows)
+
+
+def finish(name: str, args: argparse.Namespace, records: list[dict | None],
+           tables: Callable[[dict], dict[str, str]]) -> None:
+    """Write the experiment's result file and print the tables rendered from it (the ones ``make results``
+    puts in the docs), then the simulation time."""
+    for text in tables(write_results(name, args, records)).values():
+        print(text + "\n")
+    print(f"simulation time (sum over runs): {total_wall(records) / 60:.1f} min")

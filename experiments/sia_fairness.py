@@ -94,7 +94,11 @@ def tables(data: dict) -> dict[str, str]:
     for row in rows:
         family, name = row[0].split("/")[:2]
         row.append(" / ".join(THESIS.get((family, name), ("-", "-"))))
-    return {"table": sc.table(header, rows)}
+    per_reading = by_reading(sc.records_of(data), readings)
+    items = [(f"{family} {name}, {reading}", f"{family}/{name}/{reading}", key, cell)
+             for (family, name), cells in THESIS.items() for reading in readings
+             for key, cell in zip(("ftf_max", "ftf_unfair_frac"), cells, strict=True)]
+    return {"table": sc.table(header, rows), "fidelity": sc.paper_vs_ours(per_reading, items, metrics=METRICS)}
 
 
 def main() -> None:
@@ -116,8 +120,7 @@ def main() -> None:
     args.readings = ",".join(readings)
     records = sc.run_all(specs(args.workloads, args.saturn, pollux=args.pollux, policies=policies,
                                p_values=p_values), workers=args.workers, force=args.force)
-    for text in tables(sc.write_results("sia_fairness", args, records)).values():
-        print(text + "\n")
+    sc.finish("sia_fairness", args, records, tables)
 
 
 if __name__ == "__main__":

@@ -40,9 +40,7 @@ def main() -> None:
     p.add_argument("--pollux", action="store_true", help="also run Pollux on the rigid jobs")
     args = p.parse_args()
     records = sc.run_all(specs(args.workloads, args.pollux), workers=args.workers, force=args.force)
-    for text in tables(sc.write_results("sia_rigid", args, records)).values():
-        print(text + "\n")
-    print(f"simulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
+    sc.finish("sia_rigid", args, records, tables)
 
 
 if __name__ == "__main__":

@@ -48,9 +48,7 @@ def main() -> None:
     p = sc.parser(__doc__.splitlines()[0], default_workloads=2, name="sia_sensitivity")
     args = p.parse_args()
     records = sc.run_all(specs(args.workloads), workers=args.workers, force=args.force)
-    for text in tables(sc.write_results("sia_sensitivity", args, records)).values():
-        print(text + "\n")
-    print(f"simulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
+    sc.finish("sia_sensitivity", args, records, tables)
 
 
 if __name__ == "__main__":

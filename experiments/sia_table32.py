@@ -67,9 +67,7 @@ def main() -> None:
     args = p.parse_args()
     records = sc.run_all(specs(args.seeds, tuple(args.calibration), tuple(args.policies)), workers=args.workers,
                          force=args.force)
-    for text in tables(sc.write_results("sia_table32", args, records)).values():
-        print(text + "\n")
-    print(f"simulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
+    sc.finish("sia_table32", args, records, tables)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,11 @@ def tables(data: dict) -> dict[str, str]:
     records = sc.records_of(data)
     suffixes = dict.fromkeys(r["spec"]["tag"][len(r["spec"]["tag"].split(" [")[0]):] for r in records if r)
     pairs = {(f"{a}{suffix}", f"{b}{suffix}"): ratios for suffix in suffixes for (a, b), ratios in THESIS_RATIOS.items()}
-    return {"table": report(records), "comparison": sc.comparison(records, pairs), "best": sc.best(records)}
+    items = [(f"{fam} {sc.NAMES[pol]}", f"{fam}/{sc.NAMES[pol]}", key, THESIS[(fam, pol)][i])
+             for fam, pol in THESIS
+             for i, key in enumerate(("avg_jct_s", "p99_jct_s", "makespan_s", "gpu_hours_per_job", "restarts_per_job"))]
+    return {"table": report(records), "comparison": sc.comparison(records, pairs), "best": sc.best(records),
+            "fidelity": sc.paper_vs_ours(records, items)}
 
 
 #: Thesis table 3.3 ratios the text compares with: (tag A, tag B) -> A / B for avg JCT, makespan, restarts/job.
@@ -78,9 +82,7 @@ def main() -> None:
     records = sc.run_all(specs(args.workloads, args.saturn, calibrations=tuple(args.calibration),
                                policies=tuple(args.policies)),
                          workers=args.workers, force=args.force)
-    for text in tables(sc.write_results("sia_table33", args, records)).values():
-        print(text + "\n")
-    print(f"simulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
+    sc.finish("sia_table33", args, records, tables)
 
 
 if __name__ == "__main__":

@@ -55,7 +55,11 @@ def tables(data: dict) -> dict[str, str]:
     calibrations = dict.fromkeys(r["spec"]["tag"].split(" [")[1].rstrip("]") for r in records if r is not None)
     pairs = {(f"Sia [{cal}]", f"{sc.NAMES[o]} [{cal}]"): (ratio("sia", o, 0), ratio("sia", o, 2), ratio("sia", o, 4))
              for cal in calibrations for o in ("pollux", "gavel")}
-    return {"table": sc.table(header, rows), "comparison": sc.comparison(records, pairs), "best": sc.best(records)}
+    items = [(sc.NAMES[pol], sc.NAMES[pol], key, THESIS[pol][i]) for pol in THESIS
+             for i, key in enumerate(("avg_jct_s", "p99_jct_s", "makespan_s", "gpu_hours_per_job", "restarts_per_job"))
+             if THESIS[pol][i] != "-"]
+    return {"table": sc.table(header, rows), "comparison": sc.comparison(records, pairs), "best": sc.best(records),
+            "fidelity": sc.paper_vs_ours(records, items)}
 
 
 def main() -> None:
@@ -64,9 +68,7 @@ def main() -> None:
     args = p.parse_args()
     records = sc.run_all(specs(args.workloads, tuple(args.calibration), tuple(args.policies)), workers=args.workers,
                          force=args.force)
-    for text in tables(sc.write_results("sia_table34", args, records)).values():
-        print(text + "\n")
-    print(f"simulation time (sum over runs): {sc.total_wall(records) / 60:.1f} min")
+    sc.finish("sia_table34", args, records, tables)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""How well the packaged world reproduces the measured Sia profiles; writes ``docs/fidelity.md``.
+"""How well the packaged world reproduces the measured Sia profiles; writes ``docs/world-fit.md``.
 
 Throughput: the packaged step-time model (``dlsched.world.throughput``, exactly what the simulator runs)
 against every row of every placements and scalability file, all models and GPU types, nothing left out.
@@ -11,7 +11,7 @@ Held-out (``--heldout``): the step-time model refitted on a seeded split of the 
 did not see (whole placement shapes and batch sizes per model and GPU type); prints its table, which
 ``docs/fidelity.md`` quotes in its "Held-out error" section, and writes nothing.
 
-Usage: ``python scripts/fidelity_report.py [--out docs/fidelity.md] [--heldout]`` (``DLSCHED_DATA`` names the
+Usage: ``python scripts/fidelity_report.py [--out docs/world-fit.md] [--heldout]`` (``DLSCHED_DATA`` names the
 data).
 """
 
@@ -264,7 +264,7 @@ def render(errors: pd.DataFrame, eff: pd.DataFrame) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=HERE.parent / "docs" / "fidelity.md")
+    ap.add_argument("--out", type=Path, default=HERE.parent / "docs" / "world-fit.md")
     ap.add_argument("--heldout", action="store_true",
                     help="print the held-out table (fit on a seeded split, judged on the rest) and write nothing")
     args = ap.parse_args(argv)

@@ -87,7 +87,7 @@ GROUPS = [(m, g) for m in ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", 
 
 @pytest.mark.parametrize("model,gpu", [
     pytest.param(m, g, marks=pytest.mark.xfail(strict=True, reason=(
-        "imagenet's v100 rows at 3-5 nodes contradict its 2-node rows (docs/fidelity.md); no smooth model fits "
+        "imagenet's v100 rows at 3-5 nodes contradict its 2-node rows (docs/world-fit.md); no smooth model fits "
         "both, so its held-out median is about 14%"))) if (m, g) == ("imagenet", "v100") else (m, g)
     for m, g in GROUPS])
 def test_heldout_median_per_model_and_type(report, heldout, model, gpu):
