@@ -50,14 +50,14 @@ experiments: $(STAMP)
 	$(PY) experiments/pal_synergy.py --workers $(WORKERS)
 	$(PY) experiments/pal_synergy.py --rates 18,22,26 --placements packed-sticky,pm-first,pal --series-rates 22 \
 		--tag _saturated --workers $(WORKERS)
-	$(PY) experiments/sia_table34.py --workloads 3 --workers $(WORKERS)
-	$(PY) experiments/sia_table33.py --workloads 4 --saturn 2 --workers $(WORKERS)
-	$(PY) experiments/sia_fairness.py --workloads 4 --saturn 2 --policies sia,pollux,gavel,themis --workers $(WORKERS)
-	$(PY) experiments/sia_table32.py --seeds 3 --workers $(WORKERS)
-	$(PY) experiments/sia_sensitivity.py --workloads 3 --workers $(WORKERS)
+	$(PY) experiments/sia_table34.py --workloads 2 --policies sia pollux themis gavel --workers $(WORKERS)
+	$(PY) experiments/sia_table33.py --workloads 2 --saturn 1 --workers $(WORKERS)
+	$(PY) experiments/sia_fairness.py --workloads 2 --saturn 1 --policies sia,pollux,gavel,themis --workers $(WORKERS)
+	$(PY) experiments/sia_table32.py --seeds 1 --workers $(WORKERS)
+	$(PY) experiments/sia_sensitivity.py --workloads 1 --workers $(WORKERS)
 	$(PY) experiments/sia_rigid.py --workloads 3 --workers $(WORKERS)
 	$(PY) experiments/sia_gpt.py --workloads 3 --workers $(WORKERS)
-	$(PY) experiments/gavel_fidelity.py --workloads 8 --workers $(WORKERS)
+	$(PY) experiments/gavel_fidelity.py --workloads 2 --workers $(WORKERS)
 	$(PY) experiments/make_results.py
 
 clean:
