@@ -357,7 +357,7 @@ def best(records: list[dict | None], metrics: list[tuple[str, str, float, str]] 
     return table(["metric", *by], rows)
 
 
-def _paper_number(text: str) -> float | None:
+def paper_number(text: str) -> float | None:
     """The number a thesis cell states (``"0.6 ± 0.1"`` -> 0.6); None for ``-``, ranges and bounds."""
     head = text.split("±")[0].strip().rstrip("%")
     try:
@@ -389,7 +389,7 @@ def paper_vs_ours(records: list[dict | None], items: list[tuple[str, str, str, s
     rows = []
     for name, base, key, paper in items:
         label, scale, f = fmt[key]
-        p = _paper_number(paper)
+        p = paper_number(paper)
         ours, diffs = [], []
         for w in worlds:
             v = mean(s.get(key) for s in by.get((base, w), []))

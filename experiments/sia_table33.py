@@ -70,7 +70,8 @@ def tables(data: dict) -> dict[str, str]:
 
 #: Thesis table 3.3 ratios the text compares with: (tag A, tag B) -> A / B for avg JCT, makespan, restarts/job.
 THESIS_RATIOS = {(f"{fam}/Sia", f"{fam}/{sc.NAMES[other]}"): tuple(
-    float(THESIS[(fam, "sia")][i].split()[0]) / float(THESIS[(fam, other)][i].split()[0]) for i in (0, 2, 4))
+    sc.paper_number(THESIS[(fam, "sia")][i]) / sc.paper_number(THESIS[(fam, other)][i])
+    for i in (0, 2, 4))
     for fam in ("philly", "saturn") for other in ("pollux", "gavel")}
 
 
