@@ -11,6 +11,7 @@ from dlsched.core import ClusterView, InputError, JobSpec, JobStatus, JobView, P
 from dlsched.policies import build_scheduler
 from dlsched.policies.markets import partial_allocation, plan_window, solve_auction
 from dlsched.policies.markets.lease import job_estimates
+from dlsched.policies.markets.shockwave import feasible_start
 from testkit import small_cluster
 
 FOUR = small_cluster((("t4", 1, 4),))  # one node of 4 GPUs
@@ -132,6 +133,55 @@ def test_shockwave_plan_respects_capacity_every_round_and_stops_at_the_job_end()
     needed = np.ceil(est.remaining_s / 360.0)
     assert (plan.run.sum(axis=1) <= needed).all()
     assert plan.run.any()  # work to do and GPUs free: something runs
+
+
+def test_feasible_start_drops_what_breaks_the_plan_and_orders_rounds_busiest_first():
+    gpus = np.array([2.0, 2.0, 4.0])
+    run = np.array([[True, True, True],     # needs only 2 rounds: its last one goes
+                    [False, True, True],
+                    [True, False, False]])  # round 0: 2 + 4 GPUs on 4: the 4-GPU job is dropped there
+    fixed = feasible_start(run, gpus, 4, np.array([2.0, 5.0, 5.0]))
+    assert (gpus @ fixed <= 4).all()
+    assert fixed.sum(axis=1).tolist() == [2, 2, 0]
+    load = gpus @ fixed
+    assert (np.diff(load) <= 0).all()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_shockwave_warm_start_is_never_worse_than_the_plan_it_starts_from(seed):
+    rng = np.random.default_rng(seed)
+    jobs = [job(f"j{i}", int(rng.choice([1, 2, 4])), age=float(rng.uniform(0, 5000)),
+                estimate=float(rng.uniform(300, 5000))) for i in range(10)]
+    est = job_estimates(jobs, 4)
+    kw = dict(round_s=360.0, window_rounds=6, ftf_weight=10.0, makespan_weight=0.1, rho_max=1.0,
+              log_bases=(0.01, 0.2, 0.4, 0.6, 0.8, 1.0))
+    cold = plan_window(est, 4, **kw)
+    # a poor start (every job's first fitting rounds, greedily) must be improved on, and the optimum kept
+    greedy = np.zeros((10, 6), dtype=bool)
+    left = np.full(6, 4.0)
+    for j in range(10):
+        for r in range(6):
+            if est.gpus[j] <= left[r] and greedy[j].sum() < np.ceil(est.remaining_s[j] / 360.0):
+                greedy[j, r], left[r] = True, left[r] - est.gpus[j]
+    warm = plan_window(est, 4, start_run=greedy, **kw)
+    assert (est.gpus @ warm.run <= 4).all()
+    assert warm.objective >= cold.objective - 1e-3 * abs(cold.objective) - 1e-9
+    restart = plan_window(est, 4, start_run=cold.run, **kw)
+    assert restart.objective >= cold.objective - 1e-9
+
+
+def test_shockwave_re_plan_cut_short_by_its_time_limit_keeps_the_plan_it_started_from():
+    rng = np.random.default_rng(0)
+    jobs = [job(f"j{i}", int(rng.choice([1, 2, 4])), age=float(rng.uniform(0, 5000)),
+                estimate=float(rng.uniform(300, 5000))) for i in range(30)]
+    est = job_estimates(jobs, 4)
+    kw = dict(round_s=360.0, window_rounds=10, ftf_weight=10.0, makespan_weight=0.1, rho_max=1.0,
+              log_bases=(0.01, 0.2, 0.4, 0.6, 0.8, 1.0))
+    best = plan_window(est, 4, **kw)
+    cut = plan_window(est, 4, time_limit_s=1e-4, **kw)
+    assert not cut.run.any()  # from scratch, no plan is found in time: nobody would run
+    warm = plan_window(est, 4, time_limit_s=1e-4, start_run=best.run, **kw)
+    assert warm.run.sum() == best.run.sum() and warm.objective == pytest.approx(best.objective, rel=1e-9)
 
 
 def test_shockwave_keeps_its_plan_while_the_jobs_are_unchanged():

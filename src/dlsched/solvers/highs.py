@@ -125,11 +125,15 @@ def model_status(h: highspy.Highs) -> tuple[str, bool]:
 
 
 def solve_sparse(problem: SparseProblem, *, integer: bool = True, lp_method: str = "ipm", crossover: bool = True,
-                 mip_rel_gap: float = 1e-6, time_limit_s: float | None = None, threads: int = 1) -> Solution:
+                 mip_rel_gap: float = 1e-6, time_limit_s: float | None = None, threads: int = 1,
+                 start: np.ndarray | None = None) -> Solution:
     """Solve with HiGHS: as a MILP when ``integer`` (and the problem has integer columns), else as an LP.
 
     ``lp_method`` is ``"ipm"`` (interior point; ``crossover`` gives a vertex) or ``"simplex"``.
     A solve that stops early (time limit) returns the best feasible point with ``optimal`` False.
+    ``start`` is a feasible point of a MILP (one value per column) that branch and bound starts from as its
+    incumbent: a policy that re-plans a slightly changed problem hands in its previous plan, so the search
+    prunes with a good bound from the first node and a time limit never leaves it worse than that plan.
     """
     h = new_highs(threads, time_limit_s)
     is_mip = integer and problem.integer is not None and bool(np.any(problem.integer))
@@ -143,6 +147,13 @@ def solve_sparse(problem: SparseProblem, *, integer: bool = True, lp_method: str
         if lp_method == "ipm":
             h.setOptionValue("run_crossover", "on" if crossover else "off")
     h.passModel(problem.to_highs_lp(relax=not is_mip))
+    if start is not None and is_mip:
+        if start.shape != (problem.num_cols,):
+            raise ValueError(f"start has {start.shape} values, the problem {problem.num_cols} columns")
+        incumbent = highspy.HighsSolution()
+        incumbent.col_value = [float(v) for v in start]
+        incumbent.value_valid = True
+        h.setSolution(incumbent)
     t0 = time.perf_counter()
     h.run()
     dt = time.perf_counter() - t0

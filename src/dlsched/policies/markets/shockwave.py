@@ -69,8 +69,14 @@ class WindowPlan:
 
 def plan_window(est: JobEstimates, capacity: int, *, round_s: float, window_rounds: int, ftf_weight: float,
                 makespan_weight: float, rho_max: float, log_bases: tuple[float, ...],
-                mip_gap: float = 1e-3, time_limit_s: float | None = None) -> WindowPlan:
-    """Shockwave's schedule over the next ``window_rounds`` rounds (module docstring), as a MILP."""
+                mip_gap: float = 1e-3, time_limit_s: float | None = None,
+                start_run: np.ndarray | None = None) -> WindowPlan:
+    """Shockwave's schedule over the next ``window_rounds`` rounds (module docstring), as a MILP.
+
+    ``start_run`` (jobs x rounds, booleans) is a plan to start the search from, typically the rest of the
+    previous plan: it is made feasible (:func:`feasible_start`) and handed to the solver as its first
+    incumbent, so a re-plan never ends worse than carrying on with the old plan, and prunes from the start.
+    """
     n, R = len(est.jobs), window_rounds
     H = R * round_s
     total = np.maximum(est.total_s, 1e-9)
@@ -129,9 +135,33 @@ def plan_window(est: JobEstimates, capacity: int, *, round_s: float, window_roun
     integer = np.concatenate([np.ones(nx, dtype=bool), np.zeros(3 * n, dtype=bool)])
     problem = SparseProblem(c=c, A=A, row_lo=np.array(lo), row_hi=np.array(hi), col_lo=col_lo, col_hi=col_hi,
                             integer=integer, maximize=True, offset=offset)
-    sol = solve_sparse(problem, integer=True, mip_rel_gap=mip_gap, time_limit_s=time_limit_s)
+    start = None
+    if start_run is not None:
+        run0 = feasible_start(start_run, est.gpus, capacity, rounds_needed)
+        P0 = np.minimum(1.0, progress + delta * run0.sum(axis=1))
+        u0 = np.clip(np.min([math.log(b) + (P0 - b) / b for b in log_bases], axis=0), -1e3, 0.0)
+        s0 = np.maximum(0.0, (est.age_s + H + total) / est.isolated_s - rho_max - total / est.isolated_s * P0)
+        start = np.concatenate([run0.reshape(-1).astype(float), P0, u0, s0])
+    sol = solve_sparse(problem, integer=True, mip_rel_gap=mip_gap, time_limit_s=time_limit_s, start=start)
     run = (sol.x[:nx] > 0.5).reshape(n, R) if n else np.zeros((0, R), dtype=bool)
     return WindowPlan(run=run, objective=sol.objective, status=sol.status, solve_s=sol.solve_s)
+
+
+def feasible_start(run: np.ndarray, gpus: np.ndarray, capacity: int, rounds_needed: np.ndarray) -> np.ndarray:
+    """A copy of ``run`` that meets the plan's constraints: no job planned for more rounds than it needs
+    (its latest rounds dropped), no round over ``capacity`` GPUs (its last jobs dropped), and rounds ordered
+    busiest first (the objective does not depend on the order)."""
+    run = np.array(run, dtype=bool, copy=True)
+    for j in range(run.shape[0]):
+        planned = np.flatnonzero(run[j])
+        extra = len(planned) - int(rounds_needed[j])
+        if extra > 0:
+            run[j, planned[len(planned) - extra:]] = False
+    for r in range(run.shape[1]):
+        used = np.cumsum(np.where(run[:, r], gpus, 0.0))
+        run[:, r] &= used <= capacity + 1e-9
+    load = (run * gpus[:, None]).sum(axis=0)
+    return run[:, np.argsort(-load, kind="stable")]
 
 
 @dataclass
@@ -158,6 +188,9 @@ class ShockwaveAllocation(LeaseAllocation):
     mip_gap: float = ranged(1e-3, 0.0, 1.0)
     #: Wall-clock limit of one solve in seconds (the best plan found by then is used).
     time_limit_s: float = ranged(15.0, 0.1, 3600.0)
+    #: Start each re-plan from the rest of the previous plan (an incumbent for branch and bound); "false"
+    #: solves every plan from scratch.
+    warm_start: bool = True
     name: str = "shockwave"
 
     def __post_init__(self) -> None:
@@ -174,6 +207,20 @@ class ShockwaveAllocation(LeaseAllocation):
         done = self.plan_run[:, :self._plan_round].any(axis=1) & ~self.plan_run[:, self._plan_round:].any(axis=1)
         return bool(np.any(done & self._plan_finishes))
 
+    def _rest_of_plan(self, ids: list[str]) -> np.ndarray | None:
+        """The current plan's rounds not yet run, for the jobs in ``ids`` (new jobs: none), padded to the
+        window; None before the first plan."""
+        if not self.plan_jobs:
+            return None
+        row = {jid: i for i, jid in enumerate(self.plan_jobs)}
+        rest = self.plan_run[:, self._plan_round:]
+        out = np.zeros((len(ids), self.window_rounds), dtype=bool)
+        width = min(rest.shape[1], self.window_rounds)
+        for i, jid in enumerate(ids):
+            if jid in row:
+                out[i, :width] = rest[row[jid], :width]
+        return out
+
     def describe(self) -> str:
         return (f"{self.name} (lease_s={self.lease_s:g}, window_rounds={self.window_rounds}, "
                 f"ftf_weight={self.ftf_weight:g}, makespan_weight={self.makespan_weight:g}, "
@@ -186,7 +233,8 @@ class ShockwaveAllocation(LeaseAllocation):
             solved = plan_window(est, capacity, round_s=self.lease_s, window_rounds=self.window_rounds,
                                  ftf_weight=self.ftf_weight, makespan_weight=self.makespan_weight,
                                  rho_max=self.rho_max, log_bases=self.log_bases, mip_gap=self.mip_gap,
-                                 time_limit_s=self.time_limit_s)
+                                 time_limit_s=self.time_limit_s,
+                                 start_run=self._rest_of_plan(ids) if self.warm_start else None)
             self.plan_jobs, self.plan_run, self._plan_round = ids, solved.run, 0
             self._plan_finishes = solved.run.sum(axis=1) >= np.ceil(est.remaining_s / self.lease_s - 1e-9)
             self.solve_s.append(solved.solve_s)
