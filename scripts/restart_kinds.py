@@ -1,10 +1,15 @@
 """Restarts of one run, by what changed: growth, shrinking, a change of GPU type, a move to other GPUs with
-the same shape, or a resume after preemption.
+the same shape, or a resume after preemption; and the growth floor.
 
 Why: ``restarts_per_job`` counts every checkpoint-restore the engine charges (any new placement of a job
 that has run before). The simulator of Sia's artifact counts one only when a job's GPU type or its per-node
 GPU counts change, so a move to other GPUs of the same shape is free there; this script says how many of
 a run's restarts are of each kind, and what the artifact's rule would have counted.
+
+Growth floor: Sia starts every job on one GPU and at most doubles it per round (thesis, section 3.3.1), so a
+job that ever holds k GPUs has restarted at least ceil(log2 k) times. The mean of that over the jobs is the
+fewest restarts per job any run reaching the same job sizes can make; what a run makes above it is churn
+(shrinking and growing again, moves).
 
     PYTHONPATH=src python scripts/restart_kinds.py --cluster sia-hetero-64 --trace sia-philly:1 \
         --policy sia --set profiling=oracle
@@ -13,6 +18,7 @@ a run's restarts are of each kind, and what the artifact's rule would have count
 from __future__ import annotations
 
 import argparse
+import math
 from collections import Counter
 
 from dlsched.core import ClusterView, Decision
@@ -43,6 +49,18 @@ def classify(view: ClusterView, decision: Decision, counts: Counter[str]) -> Non
             counts["same-shape-move"] += 1
 
 
+def record_largest(view: ClusterView, decision: Decision, largest: dict[str, int]) -> None:
+    """Keep each job's largest GPU count so far in ``largest``."""
+    for job_id, alloc in decision.allocations.items():
+        if alloc.placement:
+            largest[job_id] = max(largest.get(job_id, 0), len(alloc.placement))
+
+
+def growth_floor(largest: dict[str, int], jobs: int) -> float:
+    """Fewest restarts per job that reach each job's largest GPU count by doubling from one GPU."""
+    return sum(math.ceil(math.log2(k)) for k in largest.values() if k > 0) / max(jobs, 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cluster", required=True)
@@ -52,8 +70,14 @@ def main() -> None:
     args = ap.parse_args()
     settings = dict(item.split("=", 1) for item in args.set)
     counts: Counter[str] = Counter()
+    largest: dict[str, int] = {}
+
+    def observe(view: ClusterView, decision: Decision) -> None:
+        classify(view, decision, counts)
+        record_largest(view, decision, largest)
+
     run = simulate(RunConfig(cluster=args.cluster, trace=args.trace, policy=args.policy, settings=settings),
-                   on_decision=lambda v, d: classify(v, d, counts))
+                   on_decision=observe)
     jobs = run.summary["jobs"]
     total = sum(counts.values())
     artifact = total - counts["same-shape-move"]
@@ -61,6 +85,8 @@ def main() -> None:
           f"restarts_per_job={run.summary['restarts_per_job']:.2f} avg_jct_h={run.summary['avg_jct_s'] / 3600:.3f}")
     print("per job: " + ", ".join(f"{k}={counts[k] / jobs:.2f}" for k in KINDS))
     print(f"per job as the artifact's simulator counts (same-shape moves free): {artifact / jobs:.2f}")
+    print(f"growth floor per job (doubling from one GPU to each job's largest count): "
+          f"{growth_floor(largest, jobs):.2f}")
 
 
 if __name__ == "__main__":
