@@ -258,6 +258,20 @@ def test_restart_factor_keeps_running_jobs_in_place():
     assert gpu_type(d, "a") == "a100"
 
 
+@pytest.mark.parametrize("tie_break, moved", [("keep", 0), ("solver", 2)])
+def test_a_running_job_is_not_swapped_for_an_identical_queued_one(tie_break, moved):
+    # four rigid 4-GPU gangs fill the 16 GPUs, four identical ones wait: any choice of four is optimal;
+    # "keep" restarts nobody for a tie, "solver" lets HiGHS swap two of them (what it does on this problem)
+    def rigid(job_id, **kw):
+        return jv(spec(job_id, num_gpus=4, adaptivity=Adaptivity.RIGID, batch_size=512), age=5000.0, **kw)
+    running = [rigid(f"r{i}", placement=list(range(4 * i, 4 * i + 4)), restarts=1) for i in range(4)]
+    queued = [rigid(f"q{i}") for i in range(4)]
+    for order in (running + queued, queued + running, queued[::-1] + running[::-1]):
+        d = sia(FakeEstimator(SPEED, omniscient=True), tie_break=tie_break).schedule(view(order))
+        kept = [j for j in running if d.allocations.get(j.job_id) and d.allocations[j.job_id].placement == j.placement]
+        assert len(running) - len(kept) == moved
+
+
 def test_reserved_gpus_are_left_alone():
     s = sia(reserve=("a100:8",))
     jobs = [jv(spec(f"j{i}")) for i in range(12)]

@@ -38,6 +38,7 @@ from dlsched.estimators.goodput import ZERO_GRAD_MODES
 from dlsched.policies.sia.accounting import RESTART_PENALTY_S, TimeShare, restart_factor
 from dlsched.policies.sia.configs import ConfigSet, build_config_set, current_config, reserved_gpus
 from dlsched.policies.sia.problem import (
+    STAY_BONUS,
     Candidates,
     Objective,
     Options,
@@ -52,6 +53,7 @@ from dlsched.solvers import AssignmentProblem, AssignmentResult, IncrementalAssi
 PROFILING_MODES = ("bootstrap", "oracle", "none")
 SOLVERS = ("auto", "milp", "lp-round", "incremental")
 GROWTH_CAPS = ("current", "largest-seen")
+TIE_BREAKS = ("keep", "solver")
 #: Default window of the time-varying penalty when switched on without a value (section 3.5.6).
 DEFAULT_TAU_S = 300.0
 
@@ -110,6 +112,11 @@ class SiaAllocation(EstimatingAllocation):
     #: What the 2x limit doubles: ``current`` (the job's GPU count now) or ``largest-seen`` (the largest
     #: count the job has been profiled or has run at, which lets a shrunk job grow back at once).
     growth_cap: str = "current"
+    #: Between options of equal value, ``keep`` prefers a running job's current configuration (a restart, a
+    #: preemption or a move for no gain in the objective is never chosen; section 3.3.4: "Sia only restarts
+    #: jobs if not doing so results in a big reduction" of its objective); ``solver`` leaves ties to HiGHS,
+    #: which may swap a running job for an identical queued one from round to round.
+    tie_break: str = "keep"
     #: What a gradient report with both statistics zero means to the learned estimator: ``keep`` (0/0 says
     #: nothing; the last informative report stays in force) or ``no-gain`` (taken literally: no batch
     #: larger than the initial one is worth anything until the next non-zero report).
@@ -156,6 +163,8 @@ class SiaAllocation(EstimatingAllocation):
         if self.zero_grad_stats not in ZERO_GRAD_MODES:
             raise ValueError(f"zero_grad_stats must be one of {', '.join(ZERO_GRAD_MODES)}, "
                              f"got '{self.zero_grad_stats}'")
+        if self.tie_break not in TIE_BREAKS:
+            raise ValueError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, got '{self.tie_break}'")
         if self.growth_cap not in GROWTH_CAPS:
             raise ValueError(f"growth_cap must be one of {', '.join(GROWTH_CAPS)}, got '{self.growth_cap}'")
         rf = str(self.restart_factor).strip().lower()
@@ -219,7 +228,8 @@ class SiaAllocation(EstimatingAllocation):
         inputs = RoundInputs(view=view, cs=cs, cur_config=cur_config, forced_ids=forced_ids, capacity=capacity,
                              growth_base=self._largest_seen if self.growth_cap == "largest-seen" else None)
         objective = Objective(p=self.p, lambda_=self.lambda_, max_doubling=self.max_doubling,
-                              time_varying=self.tau is not None)
+                              time_varying=self.tau is not None,
+                              stay_bonus=STAY_BONUS if self.tie_break == "keep" else 0.0)
         opts = build_options(inputs, eligible, est, lambda j: self._candidates(cs, j), self._explore,
                              self._restart_factor, lambda jobs, congested: self._timeshare.penalties(view, jobs, congested),
                              objective)

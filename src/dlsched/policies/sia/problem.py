@@ -22,6 +22,11 @@ from dlsched.core import Adaptivity, ClusterView, JobView
 from dlsched.estimators.base import GoodputEstimator
 from dlsched.policies.sia.configs import ConfigSet
 
+#: Value of keeping a running job's configuration over an equal alternative: far below any difference in
+#: ``lambda - (rG)^p`` worth a restart (Sia's artifact rounds that cost to 0.01 before solving), far above the
+#: MILP's optimality gap (1e-6 relative), so ties go to the current configuration and nothing else changes.
+STAY_BONUS = 1e-4
+
 
 def option_values(G: np.ndarray, r: np.ndarray, lam: np.ndarray, p: float) -> np.ndarray:
     """Per-option value for the maximisation: ``lam - (rG)^p`` if ``p < 0`` else ``(rG)^p + lam``."""
@@ -97,6 +102,9 @@ class Objective:
     lambda_: float
     max_doubling: bool
     time_varying: bool
+    #: Added to the value of a running job's current configuration, so that among options of equal value the
+    #: solver keeps what runs (:data:`STAY_BONUS`, or 0 to leave ties to the solver).
+    stay_bonus: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -201,7 +209,7 @@ def build_options(inp: RoundInputs, jobs: list[JobView], est: GoodputEstimator,
     min_need = np.minimum.reduceat(np.where(keep, o_k, big), starts)
     congested = int(min_need[min_need < big].sum()) > int(inp.capacity.sum())
     lam_job = penalties(used, congested)
-    value = option_values(G, r, lam_job[grp], obj.p)
+    value = option_values(G, r, lam_job[grp], obj.p) + np.where(is_cur, obj.stay_bonus, 0.0)
     if obj.time_varying and congested:
         lowered = lam_job[grp] < obj.lambda_
         floor = 1e-4 * np.power(np.maximum(r * G, 1e-9), abs(obj.p))
