@@ -73,6 +73,24 @@ def test_fragmentation_evicts_the_fewest_jobs():
     check_rules(cluster, reqs, out)
 
 
+def test_no_running_gang_is_evicted_unless_it_finds_a_spot_again():
+    # three 8-GPU nodes: A (6) on node 0, B (12) on node 1 and half of node 2; a new 6-GPU gang C fits
+    # nowhere. Evicting B would place C but leave B (a whole node plus 4) nowhere: C waits, A and B stay.
+    # (Evicting anyway swapped the two gangs back and forth every round, a restart each time.)
+    cluster = small_cluster((("rtx", 3, 8),))
+    a = PlacementRequest("A", "rtx", 6, current=Placement.of(range(0, 6)))
+    b = PlacementRequest("B", "rtx", 12, current=Placement.of(range(8, 20)))
+    c = PlacementRequest("C", "rtx", 6)
+    out = SiaPlacer().place(cluster, [a, b, c])
+    assert out.unplaced == ["C"] and not out.evicted
+    assert out.placements["A"] == a.current and out.placements["B"] == b.current
+    # with room to rearrange (a 4-GPU A fits in B's half-used node), one gang moves and C is placed
+    small_a = PlacementRequest("A", "rtx", 4, current=Placement.of(range(0, 4)))
+    out = SiaPlacer().place(cluster, [small_a, b, c])
+    assert len(out.evicted) == 1 and not out.unplaced
+    check_rules(cluster, [small_a, b, c], out)
+
+
 def test_pinned_gangs_never_move():
     cluster = small_cluster((("v100", 2, 4),))
     reqs = [PlacementRequest("pin", "v100", 1, current=Placement.of([1]), pinned=True),

@@ -6,7 +6,10 @@ a. a partial-node allocation (fewer GPUs than a node holds) lives on one node, n
 b. a whole-node allocation (a node's worth of GPUs or more) takes whole, otherwise empty nodes;
 c. a job whose allocation did not change keeps its GPUs (no needless restart);
 d. when fragmentation leaves no valid spot for an allocation, the placer evicts as few kept jobs as possible
-   from their GPUs (they are placed again elsewhere, and so restart) and retries.
+   from their GPUs (they are placed again elsewhere, and so restart) and retries, but only when every evicted
+   job finds a spot again; otherwise the new allocation waits (an eviction is a rearrangement, never a
+   preemption: preempting a running gang for a waiting one of a shape that cannot sit beside it would swap
+   them back and forth every round).
 
 With Sia's configuration set (powers of two up to a node, whole nodes beyond) any allocation within the
 per-type GPU counts has a placement, so (d) always succeeds for Sia's own allocations; allocations outside
@@ -16,6 +19,7 @@ are not a multiple of the node size take whole nodes plus one partial node for t
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
@@ -166,7 +170,9 @@ class SiaPlacer:
             gpus = self._fit(pool, r.num_gpus)
             if gpus is None:
                 victims = self._victims(pool, r.num_gpus, kept, cluster)
-                if victims is None:
+                if victims is None or not self._rehomes(pool, r.num_gpus, [kept[v] for v in victims]):
+                    # no eviction makes room without leaving an evicted gang nowhere to go: the new gang
+                    # waits rather than preempt a running one (which would swap them back next round)
                     out.unplaced.append(r.key)
                     continue
                 for v in victims:
@@ -186,6 +192,20 @@ class SiaPlacer:
             placed[r.key] = Placement.of(gpus)
         out.placements.update(kept)
         out.placements.update(placed)
+
+    @classmethod
+    def _rehomes(cls, pool: _TypePool, k: int, evicted: list[Placement]) -> bool:
+        """Whether, with ``evicted`` gangs taken off their GPUs, a gang of ``k`` and then every evicted gang
+        (largest first) find valid spots. Tried on a copy of ``pool``; ``pool`` is left as it was."""
+        trial = copy.deepcopy(pool)
+        for pl in evicted:
+            trial.give_back(pl.gpus)
+        for size in [k, *sorted((len(pl) for pl in evicted), reverse=True)]:
+            gpus = cls._fit(trial, size)
+            if gpus is None:
+                return False
+            trial.take(gpus)
+        return True
 
     @staticmethod
     def _fit(pool: _TypePool, k: int) -> list[int] | None:
