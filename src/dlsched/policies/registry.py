@@ -244,6 +244,10 @@ def check_combination(chosen: dict[str, Any], names: dict[str, str], overridden:
     if place.traits.needs_gpu_type and not alloc.traits.names_gpu_type:
         raise InputError(f"placement '{p}' cannot follow allocation '{a}': it needs demands that name a GPU "
                          f"type, and '{a}' leaves the type to placement", field="placement")
+    if getattr(place, "packs", False) and not chosen["coordination"].allows_packing:
+        raise InputError(f"placement '{p}' packs jobs onto shared GPUs, which coordination "
+                         f"'{names['coordination']}' does not allow (use a coordination that packs, e.g. "
+                         f"'packing')", field="placement")
     if not alloc.traits.uses_order and names["ordering"] != NEUTRAL_ORDERING:
         field_ = "ordering" if "ordering" in overridden or "allocation" not in overridden else "allocation"
         raise InputError(f"ordering '{names['ordering']}' cannot steer allocation '{a}': it ranks jobs "

@@ -1,0 +1,28 @@
+"""Registration of the packing stages and the schedulers Gimbal is measured against (section 7).
+
+* ``slurm``: Slurm-style exclusive first-come-first-served: rigid gangs in submission order, consolidated,
+  never preempted or packed;
+* ``lucid``: Lucid (ASPLOS'23) as Gimbal runs it: shortest (expected) job first, packing two jobs when their
+  profiled GPU utilisations and memory footprints allow (Lucid's sharing test), equal-size jobs only; with
+  ``--set relaxed=true`` the relaxed mode of Gimbal's evaluation (unequal packing, looser limit).
+"""
+
+from __future__ import annotations
+
+from dlsched.policies.packing import PackingGang, PackingPlacement, PackingRules
+from dlsched.policies.registry import SchedulerEntry, register_scheduler, register_stage
+
+register_stage("allocation", "packing-gang", PackingGang,
+               "rigid gangs in priority order while they fit twice the cluster (two workers per GPU)")
+register_stage("placement", "packing", PackingPlacement,
+               "exclusive consolidated placement, else packed onto a running job Lucid's sharing test accepts")
+register_stage("coordination", "packing", PackingRules,
+               "jobs may share GPUs under Gimbal's packing rules; rule-breaking packings run one after another")
+
+register_scheduler("slurm", SchedulerEntry(
+    description="Slurm-style exclusive FCFS: rigid gangs in submission order, consolidated, never packed",
+    ordering="fifo", allocation="gang", placement="packed-sticky"))
+register_scheduler("lucid", SchedulerEntry(
+    description="Lucid: shortest job first, packing equal-size jobs that pass its sharing test on profiled "
+                "GPU utilisation and memory (relaxed=true: unequal packing, Gimbal's evaluation mode)",
+    ordering="sjf", allocation="packing-gang", placement="packing", coordination="packing"))
