@@ -43,6 +43,9 @@ class Recorder:
     def attach_oracle(self, estimator) -> None:
         self.inner.attach_oracle(estimator)
 
+    def attach_monitor(self, monitor) -> None:
+        self.inner.attach_monitor(monitor)
+
     def describe(self) -> str:
         return self.inner.describe()
 

@@ -20,7 +20,8 @@ class Allocation:
     placement order) to a percentage of the GPU's threads, in steps of 10 (empty: all 100, free
     competition); two workers' limits may add up to 200. ``batch_split`` divides the job's global batch
     among its workers (fractions summing to 1; empty: equal), so a fast worker can take samples from a slow
-    one without changing the global batch.
+    one without changing the global batch. ``pause_s`` stops the job for that long at the start of the
+    round without a restart: the cost a coordinator's search of share limits charges to the jobs it pauses.
     """
 
     placement: Placement
@@ -28,6 +29,7 @@ class Allocation:
     gpu_share: float = 1.0
     mps_pct: tuple[int, ...] = ()
     batch_split: tuple[float, ...] = ()
+    pause_s: float = 0.0
 
 
 @dataclass(slots=True)

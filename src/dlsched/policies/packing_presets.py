@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from dlsched.policies.gimbal import GimbalCoordination
 from dlsched.policies.packing import PackingGang, PackingPlacement, PackingRules
 from dlsched.policies.registry import SchedulerEntry, register_scheduler, register_stage
 
@@ -18,6 +19,10 @@ register_stage("placement", "packing", PackingPlacement,
                "exclusive consolidated placement, else packed onto a running job Lucid's sharing test accepts")
 register_stage("coordination", "packing", PackingRules,
                "jobs may share GPUs under Gimbal's packing rules; rule-breaking packings run one after another")
+
+register_stage("coordination", "gimbal", GimbalCoordination,
+               "Gimbal: packing rules kept, then per packing set a search of share limits and batch splits "
+               "for the scheduler's objective (squeeze/swell, early exit)")
 
 register_scheduler("slurm", SchedulerEntry(
     description="Slurm-style exclusive FCFS: rigid gangs in submission order, consolidated, never packed",

@@ -269,6 +269,7 @@ def build_scheduler(policy: str, *, admission: str | None = None, ordering: str 
     names = {k: given[k] or entry.stage(k) for k in STAGE_KINDS}
     overridden = {k for k, v in given.items() if v is not None and v != entry.stage(k)}
     used: set[str] = set()
+    _relaxed_default(names, settings, used)
     chosen = {k: _instantiate(k, names[k], settings, used, seed) for k in STAGE_KINDS}
     unknown = sorted(set(settings) - used)
     if unknown:
@@ -276,6 +277,20 @@ def build_scheduler(policy: str, *, admission: str | None = None, ordering: str 
                          f"tunable '{unknown[0]}' (see 'dlsched policies')", field=unknown[0])
     check_combination(chosen, names, overridden)
     return StagedScheduler(name=policy, **chosen)
+
+
+def _relaxed_default(names: dict[str, str], settings: dict[str, str], used: set[str]) -> None:
+    """A coordination that declares ``relaxes_packing`` (Gimbal) runs a packing placement in its relaxed
+    mode unless the run sets ``relaxed`` itself: the base scheduler packs aggressively and the coordinator
+    calibrates (Gimbal section 7.1)."""
+    coord = _lookup("coordination", names["coordination"]).cls
+    place = _lookup("placement", names["placement"])
+    if not getattr(coord, "relaxes_packing", False) or "relaxed" not in place.tunables():
+        return
+    keys = ("placement.relaxed", f"{names['placement']}.relaxed", "relaxed")
+    if not any(k in settings for k in keys):
+        settings["placement.relaxed"] = "true"
+        used.add("placement.relaxed")
 
 
 def stage_tunables(kind: str, name: str) -> dict[str, Any]:

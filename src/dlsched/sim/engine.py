@@ -241,6 +241,9 @@ class Engine:
             batch = alloc.batch_size if alloc is not None else None
             share = alloc.gpu_share if alloc is not None else 1.0
             mps, split = (alloc.mps_pct, alloc.batch_split) if alloc is not None else ((), ())
+            if alloc is not None and alloc.pause_s > 0 and new_place == j.placement and new_place:
+                # a coordinator's search paused the job (no restart, no progress)
+                j.restart_until_s = max(j.restart_until_s, t + alloc.pause_s)
             if new_place == j.placement:
                 j.batch_size, j.gpu_share = (batch if new_place else None), share
                 if new_place and full_pct(mps, len(new_place)) != full_pct(j.mps_pct, len(new_place)):
@@ -260,7 +263,7 @@ class Engine:
                 else:
                     j.restarts += 1
                     restarts += 1
-                j.restart_until_s = t + st.phys.restart_delay_s
+                j.restart_until_s = t + max(st.phys.restart_delay_s, alloc.pause_s if alloc is not None else 0.0)
                 j.status = JobStatus.RESTARTING if st.phys.restart_delay_s > 0 else JobStatus.RUNNING
                 j.last_gpu_type = self.cluster.gpu_type_of[new_place.gpus[0]]
                 st.segment_start_s = t

@@ -77,6 +77,8 @@ def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSp
             continue
         if current.get(job_id) == (alloc.placement, alloc.batch_size) and alloc.gpu_share >= 1.0:
             _check_worker_settings(job_id, alloc.mps_pct, alloc.batch_split, len(gpus), allows_packing, policy)
+            if not (math.isfinite(alloc.pause_s) and 0.0 <= alloc.pause_s <= 86400.0):
+                raise PolicyError(f"{policy}: job '{job_id}' is paused for {alloc.pause_s!r} s (expected 0..86400)")
             share[list(gpus)] += 1.0
             continue
         problem = _gpu_list_problem(gpus, n)
@@ -103,6 +105,8 @@ def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSp
         if alloc.gpu_share < 1.0 and not allows_packing:
             raise PolicyError(f"{policy}: job '{job_id}' has a GPU share below 1 but the policy does not pack")
         _check_worker_settings(job_id, alloc.mps_pct, alloc.batch_split, k, allows_packing, policy)
+        if not (math.isfinite(alloc.pause_s) and 0.0 <= alloc.pause_s <= 86400.0):
+            raise PolicyError(f"{policy}: job '{job_id}' is paused for {alloc.pause_s!r} s (expected 0..86400)")
         share[list(gpus)] += alloc.gpu_share
     if allows_packing:
         _check_packing(decision, cluster, active, policy)
