@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dlsched.core import Placement
-from dlsched.core.packing import can_join, packing_problem, packing_sets
+from dlsched.core.packing import PackingState, can_join, packing_problem, packing_sets
 from testkit import small_cluster
 
 #: Figure 7's shape: nodes of 2 GPUs (node i holds GPUs 2i, 2i+1), as on Gimbal's A40 testbed.
@@ -85,3 +85,18 @@ def test_valid_packings_are_stars_with_at_most_two_workers_per_gpu(jobs):
                 if a < b and set(placements[a].gpus) & set(placements[b].gpus):
                     assert ps.center in (a, b)
                     assert len(placements[ps.center]) >= max(len(placements[a]), len(placements[b]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 7), st.sampled_from([1, 2, 4])), min_size=1, max_size=8), st.booleans())
+def test_adding_jobs_one_by_one_agrees_with_checking_them_all(jobs, equal_only):
+    """The incremental check (only the packing sets a job touches) accepts exactly what the full check does."""
+    state = PackingState(CLUSTER, equal_only=equal_only)
+    for i, (node, k) in enumerate(jobs):
+        first = 2 * (node - node % (k // 2)) if k > 1 else 2 * node + (i % 2)
+        p = P(*range(first, first + k)) if k > 1 else P(first)
+        trial = {**state.placements, f"j{i}": p}
+        full = packing_problem(trial, CLUSTER, equal_only=equal_only) is None
+        assert (state.problem_if_added(f"j{i}", p) is None) == full
+        if full:
+            state.add(f"j{i}", p)

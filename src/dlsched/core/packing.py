@@ -127,3 +127,42 @@ def can_join(placements: Mapping[str, Placement], cluster: Cluster, job: str, pl
     trial = dict(placements)
     trial[job] = placement
     return packing_problem(trial, cluster, equal_only=equal_only) is None
+
+
+class PackingState:
+    """Placements added one by one, checking each against the rules on its packing set only.
+
+    A new job can only change the packing sets it touches, so :meth:`problem_if_added` checks the rules on
+    the union of those sets and the job: the cost follows the set's size, not the cluster's, which keeps a
+    round over thousands of jobs linear.
+    """
+
+    def __init__(self, cluster: Cluster, *, equal_only: bool = False) -> None:
+        self.cluster = cluster
+        self.equal_only = equal_only
+        self.placements: dict[str, Placement] = {}
+        self.held: dict[int, list[str]] = {}
+        self._group: dict[str, set[str]] = {}
+
+    def partners_of(self, placement: Placement) -> set[str]:
+        return {o for g in placement.gpus for o in self.held.get(g, ())}
+
+    def problem_if_added(self, job: str, placement: Placement) -> str | None:
+        """What adding ``job`` on ``placement`` would break (module docstring), or None."""
+        group: set[str] = set()
+        for o in self.partners_of(placement):
+            group |= self._group[o]
+        trial = {j: self.placements[j] for j in group}
+        trial[job] = placement
+        return packing_problem(trial, self.cluster, equal_only=self.equal_only)
+
+    def add(self, job: str, placement: Placement) -> None:
+        """Record ``job`` on ``placement`` (checked or not: a caller may keep what already runs)."""
+        group = {job}
+        for o in self.partners_of(placement):
+            group |= self._group[o]
+        for j in group:
+            self._group[j] = group
+        self.placements[job] = placement
+        for g in placement.gpus:
+            self.held.setdefault(g, []).append(job)

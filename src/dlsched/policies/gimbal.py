@@ -147,7 +147,7 @@ class GimbalCoordination:
         self._models = {j.job_id: j.spec.model for j in view.jobs}
         placements = {j: a.placement for j, a in decision.allocations.items() if a.placement}
         jobs = {j.job_id: j for j in view.jobs}
-        attempts_total, search_s = 0, 0.0
+        attempts_total, searches, search_s = 0, 0, 0.0
         live: dict[tuple, CalibrationPlan] = {}
         for ps in packing_sets(placements):
             key = tuple(sorted((j, placements[j].gpus) for j in ps.members))
@@ -155,6 +155,7 @@ class GimbalCoordination:
             pause = 0.0
             if plan is None:
                 plan, attempts, switches = self.search(view, ps, placements, jobs)
+                searches += 1
                 attempts_total += attempts
                 search_s += attempts * self.collect_s + switches * self.switch_s
                 pause = max(0, switches - 1) * self.switch_s  # the final switch the engine charges itself
@@ -165,6 +166,7 @@ class GimbalCoordination:
                 decision.allocations[j] = replace(a, mps_pct=pct, batch_split=plan.split.get(j, ()),
                                                   pause_s=a.pause_s + pause)
         self._plans = live
+        decision.info["gimbal_searches"] = float(searches)
         decision.info["gimbal_attempts"] = float(attempts_total)
         decision.info["gimbal_search_s"] = search_s
         return decision

@@ -25,7 +25,7 @@ from typing import ClassVar
 
 from dlsched.catalog.colocation import ColocationTable
 from dlsched.core import Cluster, ClusterView, Decision, JobView, Placement
-from dlsched.core.packing import MAX_WORKERS_PER_GPU, can_join, holders, min_nodes, packing_problem
+from dlsched.core.packing import MAX_WORKERS_PER_GPU, PackingState, holders, min_nodes
 from dlsched.core.ranges import ranged
 from dlsched.policies.placement import FreePool, keeps_current, packed_gpus, start_placement
 from dlsched.policies.stages import AllocationStage, AllocationTraits, Demand, PlacementStage, Plan
@@ -91,30 +91,33 @@ class PackingPlacement(PlacementStage):
     def place(self, view: ClusterView, plan: Plan) -> Decision:
         cluster = view.cluster
         pool, decision, demands = start_placement(view, plan)
-        placed: dict[str, Placement] = {j: a.placement for j, a in decision.allocations.items() if a.placement}
+        state = PackingState(cluster, equal_only=self.equal_only)
+        for j, a in decision.allocations.items():
+            if a.placement:
+                state.add(j, a.placement)
         models = {d.job.job_id: d.job.spec.model for d in plan.demands}
         pending: list[Demand] = []
         for d in demands:
             cur = d.job.placement
             if self.sticky and keeps_current(view, pool, d):
                 pool.take(cur.gpus)
-                placed[d.job.job_id] = cur
-            elif self.sticky and cur and len(cur) == d.num_gpus and self._may_share(cluster, placed, models, d, cur):
+                state.add(d.job.job_id, cur)
+            elif self.sticky and cur and len(cur) == d.num_gpus and self._may_share(cluster, state, models, d, cur):
                 pool.take([g for g in cur.gpus if pool.free_mask[g]])
-                placed[d.job.job_id] = cur  # kept packed with the partner it already had
+                state.add(d.job.job_id, cur)  # kept packed with the partner it already had
             else:
                 pending.append(d)
         for d in pending:
             got = self._exclusive(pool, d)
             if got is not None:
                 pool.take(got)
-                placed[d.job.job_id] = Placement.of(got)
+                state.add(d.job.job_id, Placement.of(got))
                 continue
-            shared = self._packed(cluster, placed, models, d)
+            shared = self._packed(cluster, state, models, d)
             if shared is not None:
-                placed[d.job.job_id] = shared
+                state.add(d.job.job_id, shared)
         for d in plan.demands:
-            p = placed.get(d.job.job_id)
+            p = state.placements.get(d.job.job_id)
             if p is not None and d.job.job_id not in decision.allocations:
                 decision.place(d.job.job_id, p, d.batch_size)
         return decision
@@ -127,15 +130,14 @@ class PackingPlacement(PlacementStage):
                 best = (got[1], got[0])
         return None if best is None else best[1]
 
-    def _may_share(self, cluster: Cluster, placed: dict[str, Placement], models: dict[str, str], d: Demand,
+    def _may_share(self, cluster: Cluster, state: PackingState, models: dict[str, str], d: Demand,
                    gpus: Placement) -> bool:
         """Whether ``d`` may run on ``gpus`` next to what is placed: type, memory, utilisation and rules."""
         spec = d.job.spec
         if not spec.allows_gpu_type(cluster.gpu_type_of[gpus.gpus[0]]):
             return False
-        held = holders(placed)
         for g in gpus.gpus:
-            others = held.get(g, [])
+            others = state.held.get(g, [])
             if len(others) >= MAX_WORKERS_PER_GPU:
                 return False
             for o in others:
@@ -144,15 +146,15 @@ class PackingPlacement(PlacementStage):
                 util = self._table.gpu_util_pct(spec.model) + self._table.gpu_util_pct(models.get(o, ""))
                 if util > self.limit_pct:
                     return False
-        return can_join(placed, cluster, d.job.job_id, gpus, equal_only=self.equal_only)
+        return state.problem_if_added(d.job.job_id, gpus) is None
 
-    def _packed(self, cluster: Cluster, placed: dict[str, Placement], models: dict[str, str],
+    def _packed(self, cluster: Cluster, state: PackingState, models: dict[str, str],
                 d: Demand) -> Placement | None:
         """GPUs of a placed job at least as large to pack ``d`` onto, the least utilised pair first."""
         k = d.num_gpus
         candidates: list[tuple[float, str, Placement]] = []
-        held = holders(placed)
-        for host, hp in placed.items():
+        held = state.held
+        for host, hp in state.placements.items():
             if len(hp) < k or (self.equal_only and len(hp) != k):
                 continue
             if len(hp) == k:
@@ -165,7 +167,7 @@ class PackingPlacement(PlacementStage):
             util = self._table.gpu_util_pct(d.job.spec.model) + self._table.gpu_util_pct(models.get(host, ""))
             candidates.append((util, host, gpus))
         for _, _, gpus in sorted(candidates, key=lambda c: (c[0], c[1])):
-            if self._may_share(cluster, placed, models, d, gpus):
+            if self._may_share(cluster, state, models, d, gpus):
                 return gpus
         return None
 
@@ -203,32 +205,27 @@ class PackingRules:
     def coordinate(self, view: ClusterView, decision: Decision) -> Decision:
         running = {j.job_id: j for j in view.jobs}
         order = sorted(decision.allocations, key=lambda j: (not _keeps(running.get(j), decision), j))
-        kept: dict[str, Placement] = {}
+        state = PackingState(view.cluster)
         out = Decision(profiles=decision.profiles, info=decision.info)
         for job_id in order:
             alloc = decision.allocations[job_id]
             p = alloc.placement
-            if p and not self._allowed(view.cluster, kept, running, job_id, p):
+            if p and not self._allowed(view.cluster, state, running, job_id, p):
                 continue  # runs after the jobs it would have shared with
             if p:
-                kept[job_id] = p
+                state.add(job_id, p)
             out.allocations[job_id] = alloc
-        out.info["packed_jobs"] = float(sum(1 for js in holders(kept).values() if len(js) > 1))
+        out.info["packed_jobs"] = float(sum(1 for js in holders(state.placements).values() if len(js) > 1))
         return out
 
-    def _allowed(self, cluster: Cluster, kept: dict[str, Placement], jobs: dict[str, JobView], job_id: str,
+    def _allowed(self, cluster: Cluster, state: PackingState, jobs: dict[str, JobView], job_id: str,
                  p: Placement) -> bool:
-        trial = dict(kept)
-        trial[job_id] = p
-        if packing_problem(trial, cluster) is not None:
-            return False
-        held = holders(trial)
         model = jobs[job_id].spec.model if job_id in jobs else ""
         for g in p.gpus:
-            others = [o for o in held[g] if o != job_id]
+            others = state.held.get(g, [])
             if others and not fits_memory(self._table, cluster, [model, *(jobs[o].spec.model for o in others)], g):
                 return False
-        return True
+        return state.problem_if_added(job_id, p) is None
 
 
 def _keeps(job: JobView | None, decision: Decision) -> bool:
