@@ -110,3 +110,15 @@ def test_memory_decides_which_pairs_fit_an_a40():
 
 def test_share_change_cost_is_the_papers():
     assert SHARE_CHANGE_S == 3.6
+
+
+def test_limits_that_do_not_overlap_remove_the_sm_part_of_the_interference():
+    r = TABLE.pair("resnet50", "vgg19").speed_a
+    curve = MpsCurve()
+    isolated = SharingModel(TABLE, curve, isolation=1.0)
+    assert isolated.worker_speed("resnet50", WorkerShare(60, "vgg19", 40)) == pytest.approx(curve.speed(0.6))
+    shared = SharingModel(TABLE, curve, isolation=0.0)
+    assert shared.worker_speed("resnet50", WorkerShare(60, "vgg19", 40)) == \
+        pytest.approx(curve.speed(0.6) * (1 - (1 - r) * curve.speed(0.4)))
+    # whatever the isolation, two unrestricted workers stay at the measured pair speed
+    assert isolated.worker_speed("resnet50", WorkerShare(100, "vgg19", 100)) == pytest.approx(r)

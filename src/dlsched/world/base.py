@@ -36,7 +36,7 @@ from dlsched.catalog import DEFAULT_CLASS, PalConstants
 from dlsched.core import Adaptivity, Cluster, InputError, JobSpec, Placement, ThroughputObservation
 from dlsched.world.calibration import DEFAULT_CALIBRATION, calibration
 from dlsched.world.efficiency import EfficiencyModel
-from dlsched.world.sharing import SHARE_CHANGE_S, JobSharing, SharingModel
+from dlsched.world.sharing import DEFAULT_ISOLATION, SHARE_CHANGE_S, JobSharing, MpsCurve, SharingModel
 from dlsched.world.stragglers import StragglerEpisodes
 from dlsched.world.throughput import ThroughputModel
 from dlsched.world.variability import GPU_SPEED_SOURCES, GpuSpeeds
@@ -84,6 +84,12 @@ class WorldConfig:
     profile_steps: int = 20
     #: Seconds a packed job pauses when the share restriction of one of its workers changes (Gimbal 7.4).
     share_change_s: float = SHARE_CHANGE_S
+    #: Share of a packed pair's interference that non-overlapping share limits remove
+    #: (:mod:`dlsched.world.sharing`).
+    mps_isolation: float = DEFAULT_ISOLATION
+    #: Curvature ``k`` of the speed-against-share curve (default: 90% of the speed at half the threads);
+    #: ``experiments/mps`` fits a GPU's own.
+    mps_curve_k: float = MpsCurve().k
     #: Calibration profile (``params/calibration.json``): per-model slowdowns of iteration time and restart
     #: delays. ``none`` plays the profiles as measured; ``sia-artifact`` plays them as Sia's simulator did.
     #: A cluster preset may name its own default (the ``sia-*`` presets: ``sia-artifact``).
@@ -284,7 +290,8 @@ class World:
     def sharing(self) -> SharingModel:
         """How packed workers interfere (:mod:`dlsched.world.sharing`), loaded on first use."""
         if self._sharing is None:
-            self._sharing = SharingModel()
+            self._sharing = SharingModel(curve=MpsCurve(self.config.mps_curve_k),
+                                         isolation=self.config.mps_isolation)
         return self._sharing
 
     def rate(self, phys: JobPhysics, progress: float, placement: Placement, batch_size: int | None = None,

@@ -14,11 +14,16 @@ Three effects decide how fast a packed job trains:
   own Figure 2-a (JCT against the second job's limit) is concave too. The default ``k`` gives 90% of the
   unrestricted speed at 50% of the threads (``s(0.5) = 0.9``); ``experiments/mps`` measures and fits a GPU's
   own curve.
-* **Combining the two**: the interference a worker suffers is proportional to how much of the GPU its partner
-  is using, so worker ``a`` with limit ``p_a`` next to ``b`` with limit ``p_b`` runs at
-  ``s(p_a) * (1 - (1 - r_a) * s(p_b))``, where ``r_a`` is ``a``'s measured free-competition pair speed. Two
-  unrestricted workers (``p = 1``) reproduce the measured pair exactly; restricting ``b`` speeds ``a`` up;
-  a partner limited to nothing leaves ``a`` as fast as alone.
+* **Combining the two**: the interference a worker suffers comes from its partner's activity on the GPU.
+  Part of it is contention for the SMs, which disappears when the two limits do not overlap (NVIDIA's MPS
+  documentation: limits that split the threads between clients "concentrate the work submitted by
+  different clients to disjoint sets of the SMs and effectively minimize the interference"); the rest
+  (memory bandwidth, caches) follows the partner's speed. With ``iso`` the share of interference that
+  disjoint limits remove, worker ``a`` with limit ``p_a`` next to ``b`` with limit ``p_b`` runs at
+  ``s(p_a) * (1 - (1 - r_a) * ((1 - iso) * s(p_b) + iso * clip(p_a + p_b - 1, 0, 1)))``, where ``r_a`` is
+  ``a``'s measured free-competition pair speed. Two unrestricted workers (``p = 1``) reproduce the measured
+  pair exactly; restricting ``b`` speeds ``a`` up; a partner limited to nothing leaves ``a`` as fast as
+  alone. MPS limits do not isolate strictly (Gimbal section 2.2), hence the default ``iso`` of 0.5.
 
 A data-parallel job synchronises every step, so it moves at its slowest worker's pace (``min`` of its
 workers' speeds) unless its global batch is redistributed: with per-worker batch fractions ``f_i`` (summing
@@ -44,6 +49,8 @@ SHARE_CHANGE_S = 3.6
 SHARE_STEP_PCT = 10
 #: Default curvature: 90% of the unrestricted speed at half the threads, s(0.5) = 1 / (1 + exp(-k/2)).
 DEFAULT_K = 2.0 * math.log(9.0)
+#: Default share of a pair's interference that non-overlapping share limits remove.
+DEFAULT_ISOLATION = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +138,13 @@ def balanced_split(worker_speeds: Sequence[float]) -> tuple[float, ...]:
 class SharingModel:
     """Worker and job speeds of packed jobs from the pair table and an MPS curve (module docstring)."""
 
-    def __init__(self, table: ColocationTable | None = None, curve: MpsCurve | None = None) -> None:
+    def __init__(self, table: ColocationTable | None = None, curve: MpsCurve | None = None,
+                 isolation: float = DEFAULT_ISOLATION) -> None:
+        if not 0.0 <= isolation <= 1.0:
+            raise ValueError(f"isolation must be in [0, 1], got {isolation!r}")
         self.table = table or ColocationTable.load()
         self.curve = curve or MpsCurve()
+        self.isolation = isolation
 
     def worker_speed(self, model: str, worker: WorkerShare) -> float:
         """A worker's speed relative to running alone and unrestricted on its GPU."""
@@ -141,7 +152,9 @@ class SharingModel:
         if worker.partner is None:
             return own
         r = self.table.pair(model, worker.partner).speed_a
-        return own * (1.0 - (1.0 - r) * self.curve.speed(worker.partner_pct / 100.0))
+        overlap = min(1.0, max(0.0, (worker.pct + worker.partner_pct) / 100.0 - 1.0))
+        activity = (1.0 - self.isolation) * self.curve.speed(worker.partner_pct / 100.0) + self.isolation * overlap
+        return own * (1.0 - (1.0 - r) * activity)
 
     def worker_speeds(self, model: str, sharing: JobSharing) -> list[float]:
         return [self.worker_speed(model, w) for w in sharing.workers]
