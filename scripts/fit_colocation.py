@@ -61,8 +61,9 @@ EXTRA_MEMORY_GB = {
     "vgg19": (9.0, "VGG-19 ImageNet at batch 32 (between Lucid's ResNet-50 at 32 and 64)"),
     "gpt2": (12.0, "GPT-2 small, batch 8 per worker with AdamW state"),
     "gpt2-medium": (20.0, "GPT-2 medium, batch 8 per worker with AdamW state"),
-    "gpt2-xl": (40.0, "LLaMA-class fine-tuning: a 7B model sharded over its workers still fills most of a "
-                      "48 GB A40, so it packs only with a small partner"),
+    "gpt2-xl": (36.0, "stands in for LLaMA fine-tuning: Gimbal packs LLaMA workers with ResNet-50 and VGG-11 "
+                      "workers on 48 GB A40s (Table 3, JC7 and JC8), so one leaves about 12 GB; BERT's 18 GB "
+                      "does not fit beside it"),
     "bert-large": (24.0, "BERT-large pre-training, above BERT-base's 18 GB"),
 }
 

@@ -16,7 +16,8 @@ The search is Algorithm 1: split the set into ``{J_max}`` and the rest, make the
 ``subset2`` and swell it, then repeatedly generate primitives for ``subset1`` (squeeze it when ``J_max``
 has no stragglers; else, if ``J_max`` is in ``subset1``, swell its slow workers and squeeze its fast ones;
 else squeeze the workers sharing GPUs with ``J_max``'s slow ones), collect runtime information and keep
-the best plan, stopping after ``early_exit`` consecutive attempts without gain (or when no move is left).
+the best plan, stopping after ``early_exit`` consecutive attempts without gain, or when no move is left (no
+primitive changes a limit, or the moves lead back to a plan already tried).
 Objectives and priorities are equations 1 to 6 (``objective``: ``jct``, ``deadline``, ``makespan``); where
 an equation's sign disagrees with the text that explains it (equations 4 and 6), the text is followed:
 jobs nearer their deadline, and longer jobs under makespan, have the higher priority.
@@ -191,9 +192,11 @@ class GimbalCoordination:
         swell(plan, self._workers(subset2, placements, shared_only=True, placements_all=placements),
               self.granularity_pct)
         attempts = switches = fails = 0
+        seen = {self._state(plan)}
         while attempts < self.max_attempts and (self.early_exit == 0 or fails < self.early_exit):
-            if not self._generate(plan, subset1, jmax, placements):
-                break
+            if not self._generate(plan, subset1, jmax, placements) or self._state(plan) in seen:
+                break  # no primitive changes anything, or the search came back to a plan it tried
+            seen.add(self._state(plan))
             attempts += 1
             switches += 1
             self._rebalance(plan, placements, members)
@@ -203,6 +206,10 @@ class GimbalCoordination:
             else:
                 fails += 1
         return best, attempts, switches
+
+    @staticmethod
+    def _state(plan: CalibrationPlan) -> tuple:
+        return tuple(sorted((j, tuple(v)) for j, v in plan.pct.items()))
 
     def _generate(self, plan: CalibrationPlan, subset1: list[str], jmax: str, placements: Mapping[str, Placement]) -> bool:
         """GeneratingPrimitives of Algorithm 1; False when no primitive changes anything any more."""
