@@ -90,6 +90,8 @@ class WorldConfig:
     #: Curvature ``k`` of the speed-against-share curve (default: 90% of the speed at half the threads);
     #: ``experiments/mps`` fits a GPU's own.
     mps_curve_k: float = MpsCurve().k
+    #: A measured curve file (``experiments/mps``) to fit the curve to instead of ``mps_curve_k``.
+    mps_curve: str | None = None
     #: Calibration profile (``params/calibration.json``): per-model slowdowns of iteration time and restart
     #: delays. ``none`` plays the profiles as measured; ``sia-artifact`` plays them as Sia's simulator did.
     #: A cluster preset may name its own default (the ``sia-*`` presets: ``sia-artifact``).
@@ -266,6 +268,8 @@ class World:
             cluster, seed=seed, enabled=self.config.variability and self.config.episodes == "on")
         self._node_speed = cluster.node_speed
         self._sharing: SharingModel | None = None
+        if self.config.mps_curve:
+            self.sharing  # noqa: B018 - read a measured curve file now, so a bad one stops the run before it starts
         #: (model, GPU type, GPUs, adaptivity, batch size, requested GPUs) -> isolated run time
         self._iso_cache: dict[tuple[str, str, int, Adaptivity, int | None, int], float] = {}
 
@@ -290,8 +294,9 @@ class World:
     def sharing(self) -> SharingModel:
         """How packed workers interfere (:mod:`dlsched.world.sharing`), loaded on first use."""
         if self._sharing is None:
-            self._sharing = SharingModel(curve=MpsCurve(self.config.mps_curve_k),
-                                         isolation=self.config.mps_isolation)
+            curve = (MpsCurve.from_file(self.config.mps_curve) if self.config.mps_curve
+                     else MpsCurve(self.config.mps_curve_k))
+            self._sharing = SharingModel(curve=curve, isolation=self.config.mps_isolation)
         return self._sharing
 
     def rate(self, phys: JobPhysics, progress: float, placement: Placement, batch_size: int | None = None,

@@ -85,6 +85,33 @@ class MpsCurve:
         best = minimize_scalar(loss, bounds=(1e-3, 50.0), method="bounded")
         return MpsCurve(float(best.x))
 
+    @staticmethod
+    def from_file(path: str) -> MpsCurve:
+        """The curve of a curve file (``experiments/mps`` writes one): JSON with ``points``, a list of
+        ``[active-thread percentage, speed relative to 100 %]``; the curve is fitted to them."""
+        import json
+
+        from dlsched.core.errors import InputError
+
+        try:
+            data = json.loads(open(path).read())
+        except OSError as exc:
+            raise InputError(f"cannot read MPS curve file ({exc.strerror})", source=path) from None
+        except ValueError as exc:
+            raise InputError(f"not valid JSON ({exc})", source=path) from None
+        points = data.get("points") if isinstance(data, dict) else None
+        if not isinstance(points, list) or len(points) < 2:
+            raise InputError("expected an object with 'points': at least two [percentage, speed] pairs",
+                             source=path, field="points")
+        pairs = []
+        for i, pt in enumerate(points):
+            ok = isinstance(pt, list) and len(pt) == 2 and all(isinstance(x, (int, float)) for x in pt)
+            if not ok or not (0 < pt[0] <= 100 and math.isfinite(pt[1]) and 0 <= pt[1] <= 1.5):
+                raise InputError(f"point {i} must be [percentage in (0, 100], relative speed in [0, 1.5]], got "
+                                 f"{pt!r}", source=path, field=f"points[{i}]")
+            pairs.append((pt[0] / 100.0, float(pt[1])))
+        return MpsCurve.fit(pairs)
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerShare:
