@@ -62,14 +62,13 @@ def run_one(name: str, granularity: int, early_exit: int) -> dict[str, Any]:
     placements = {j: p for j, (_, p, _) in jobs.items()}
     coord = GimbalCoordination(granularity_pct=granularity, early_exit=early_exit)
     coord.attach_monitor(WorldMonitor(World(cluster, WorldConfig(variability=False))))
-    coord._models = {j: m for j, (m, _, _) in jobs.items()}
     by = {v.job_id: v for v in views}
     (ps,) = packing_sets(placements)
     plan, attempts, switches = coord.search(view, ps, placements, by)
     free = CalibrationPlan({j: [100] * len(p) for j, p in placements.items()}, {})
     members = list(placements)
-    jct = coord._objective(view, members, by, plan, placements)
-    jct_free = coord._objective(view, members, by, free, placements)
+    jct = coord.set_objective(view, members, by, plan, placements)
+    jct_free = coord.set_objective(view, members, by, free, placements)
     return {"combination": name, "granularity_pct": granularity, "early_exit": early_exit, "attempts": attempts,
             "search_s": attempts * coord.collect_s + switches * coord.switch_s, "avg_jct_s": jct,
             "avg_jct_free_s": jct_free}

@@ -64,13 +64,11 @@ def test_the_search_stops_after_three_gainless_attempts():
     (ps,) = packing_sets(placements)
     coord = GimbalCoordination()
     coord.attach_monitor(FlatMonitor())
-    coord._models = {j: m for j, (m, _, _) in jobs.items()}
     _, attempts, _ = coord.search(view_of(jobs, placements), ps, placements,
                                   {j.job_id: j for j in view_of(jobs, placements).jobs})
     assert attempts == 3
     full = GimbalCoordination(early_exit=0)
     full.attach_monitor(FlatMonitor())
-    full._models = coord._models
     _, attempts_full, _ = full.search(view_of(jobs, placements), ps, placements,
                                       {j.job_id: j for j in view_of(jobs, placements).jobs})
     assert attempts_full > 3  # without early exit it squeezes until no move is left
@@ -91,8 +89,8 @@ def test_the_search_improves_its_sets_objective_and_charges_its_cost():
     plan = CalibrationPlan({j: list(out.allocations[j].mps_pct or (100,) * len(p)) for j, p in placements.items()},
                            {j: out.allocations[j].batch_split for j in placements})
     free = CalibrationPlan({j: [100] * len(p) for j, p in placements.items()}, {})
-    assert coord._objective(view, list(jobs), by, plan, placements) < \
-        coord._objective(view, list(jobs), by, free, placements)
+    assert coord.set_objective(view, list(jobs), by, plan, placements) < \
+        coord.set_objective(view, list(jobs), by, free, placements)
     assert out.info["gimbal_attempts"] >= 1 and out.info["gimbal_search_s"] > 0
     for j in placements:
         split = out.allocations[j].batch_split
@@ -123,3 +121,39 @@ def test_an_unknown_objective_is_refused():
 
     with pytest.raises(InputError, match="objective"):
         build_scheduler("lucid", coordination="gimbal", settings={"objective": "fairness"})
+
+
+def _searched(objective: str, jobs: dict[str, tuple[str, int, float, float]]) -> dict[str, tuple[int, ...]]:
+    """Share limits Gimbal settles on for a 4-GPU job with a 2-GPU partner under ``objective``; jobs map to
+    (model, GPUs, remaining seconds, deadline)."""
+    world = World(CLUSTER, WorldConfig(variability=False), seed=0)
+    placements = {j: Placement.of(range(k)) for j, (_, k, _, _) in jobs.items()}
+    views = [JobView(spec=JobSpec(job_id=j, submit_time_s=0.0, model=m, num_gpus=k, duration_s=t,
+                                  adaptivity=Adaptivity.RIGID, reference_gpu="a40", deadline_s=dl),
+                     status=JobStatus.RUNNING, placement=placements[j], batch_size=None, age_s=0.0, wait_s=0.0,
+                     attained_gpu_s=0.0, attained_service_s=0.0, restarts=0, progress_fraction=0.0,
+                     start_time_s=0.0, estimated_duration_s=t) for j, (m, k, t, dl) in jobs.items()]
+    view = ClusterView(time_s=0.0, round_s=60.0, cluster=CLUSTER, jobs=views)
+    coord = GimbalCoordination(objective=objective)
+    coord.attach_monitor(WorldMonitor(world))
+    d = Decision()
+    for j, p in placements.items():
+        d.place(j, p)
+    out = coord.coordinate(view, d)
+    return {j: out.allocations[j].mps_pct or (100,) * len(placements[j]) for j in jobs}
+
+
+def test_makespan_squeezes_the_shorter_job_to_finish_the_longer_one_sooner():
+    got = _searched("makespan", {"long": ("resnet50", 4, 7200.0, 1e9), "short": ("vgg16", 2, 600.0, 1e9)})
+    assert min(got["short"]) < 100 and set(got["long"]) == {100}
+
+
+def test_deadlines_squeeze_the_job_with_more_headroom():
+    got = _searched("deadline", {"roomy": ("resnet50", 4, 3000.0, 90000.0), "tight": ("vgg16", 2, 3000.0, 3500.0)})
+    assert min(got["roomy"]) < 100 and set(got["tight"]) == {100}
+
+
+def test_jct_squeezes_the_more_utilising_job():
+    # ResNet-50 profiles at 99.8% utilisation, MobileNetV2 at 49%: the busier job gives way (equation 2)
+    got = _searched("jct", {"busy": ("resnet50", 4, 3000.0, 1e9), "light": ("mobilenetv2", 2, 3000.0, 1e9)})
+    assert min(got["busy"]) < 100 and set(got["light"]) == {100}

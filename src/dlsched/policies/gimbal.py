@@ -177,6 +177,7 @@ class GimbalCoordination:
                jobs: Mapping[str, JobView]) -> tuple[CalibrationPlan, int, int]:
         """The best plan for one packing set: (plan, attempts, attempts that changed share limits)."""
         members = list(ps.members)
+        self._models.update({j: jobs[j].spec.model for j in members})
         plan = CalibrationPlan({j: [100] * len(placements[j]) for j in members}, {})
         if self._monitor is None:
             return plan, 0, 0
@@ -186,7 +187,7 @@ class GimbalCoordination:
                                                                                      placements):
             subset1, subset2 = subset2, subset1
         self._rebalance(plan, placements, members)
-        best, best_obj = plan.copy(), self._objective(view, members, jobs, plan, placements)
+        best, best_obj = plan.copy(), self.set_objective(view, members, jobs, plan, placements)
         if not self.share_restriction:
             return best, 1, 0
         swell(plan, self._workers(subset2, placements, shared_only=True, placements_all=placements),
@@ -200,7 +201,7 @@ class GimbalCoordination:
             attempts += 1
             switches += 1
             self._rebalance(plan, placements, members)
-            obj = self._objective(view, members, jobs, plan, placements)
+            obj = self.set_objective(view, members, jobs, plan, placements)
             if obj < best_obj - 1e-9:
                 best, best_obj, fails = plan.copy(), obj, 0
             else:
@@ -213,7 +214,7 @@ class GimbalCoordination:
 
     def _generate(self, plan: CalibrationPlan, subset1: list[str], jmax: str, placements: Mapping[str, Placement]) -> bool:
         """GeneratingPrimitives of Algorithm 1; False when no primitive changes anything any more."""
-        v = self._speeds(plan, placements, [jmax])[jmax]
+        v = self._speeds(plan, placements)[jmax]
         split = plan.split.get(jmax) or tuple(1.0 / len(v) for _ in v)
         # a worker is slow when its share of the batch takes it longer than the others take theirs
         times = [f / s if s > 0 else math.inf for f, s in zip(split, v, strict=True)]
@@ -238,16 +239,18 @@ class GimbalCoordination:
         return squeeze(plan, partners, step, floor)
 
     # -- runtime information -----------------------------------------------------------------------
-    def _speeds(self, plan: CalibrationPlan, placements: Mapping[str, Placement], members: list[str]) -> dict[str, list[float]]:
+    def _speeds(self, plan: CalibrationPlan, placements: Mapping[str, Placement]) -> dict[str, list[float]]:
+        """Every worker's speed in the plan's packing set under the plan (the whole set is measured: a
+        worker's speed depends on its partner's limit)."""
         assert self._monitor is not None
-        return self._monitor.worker_speeds({j: (self._models.get(j, ""), placements[j], tuple(plan.pct[j]))
-                                            for j in members})
+        return self._monitor.worker_speeds({j: (self._models.get(j, ""), placements[j], tuple(pct))
+                                            for j, pct in plan.pct.items()})
 
     def _rebalance(self, plan: CalibrationPlan, placements: Mapping[str, Placement], members: list[str]) -> None:
         """Input-sample stealing for every job of the set whose workers diverge (when enabled)."""
         if not self.sample_stealing:
             return
-        speeds = self._speeds(plan, placements, members)
+        speeds = self._speeds(plan, placements)
         for j in members:
             v = speeds[j]
             if len(v) > 1 and max(v) - min(v) > 1e-6:
@@ -261,9 +264,10 @@ class GimbalCoordination:
             rem = 1.0
         return math.inf if speed <= 0 else rem / speed
 
-    def _objective(self, view: ClusterView, members: list[str], jobs: Mapping[str, JobView], plan: CalibrationPlan,
-                   placements: Mapping[str, Placement]) -> float:
-        speeds = self._speeds(plan, placements, members)
+    def set_objective(self, view: ClusterView, members: list[str], jobs: Mapping[str, JobView],
+                      plan: CalibrationPlan, placements: Mapping[str, Placement]) -> float:
+        """The packing set's local objective under ``plan`` (equations 1, 3, 5; lower is better)."""
+        speeds = self._speeds(plan, placements)
         times = {j: self._remaining_time(jobs[j], job_speed(speeds[j], plan.split.get(j, ()))) for j in members}
         if self.objective == "jct":
             return sum(times.values()) / len(times)  # equation 1
@@ -278,7 +282,7 @@ class GimbalCoordination:
         """Mean priority of a subset (equations 2, 4, 6, signs as the text reads them)."""
         if not subset:
             return -math.inf
-        speeds = self._speeds(plan, placements, subset)
+        speeds = self._speeds(plan, placements)
         values = []
         for j in subset:
             t = self._remaining_time(jobs[j], job_speed(speeds[j], plan.split.get(j, ())))
