@@ -24,7 +24,7 @@ jobs nearer their deadline, and longer jobs under makespan, have the higher prio
 
 Runtime information is what trying a plan shows: the speed of every worker of the set under it. The
 coordinator gets it from a :class:`RuntimeMonitor` (in the simulator, an adapter over the world's truth, as
-Sia's oracle profiling is), and pays for it: every attempt that changes a share limit pauses the set's jobs
+Sia's oracle profiling is), and pays for it: every attempt that changes a job's share limits pauses that job
 for ``switch_s`` (CUDA context switch, section 7.4), charged through the allocation's ``pause_s``; and each
 attempt collects for at most ``collect_s`` (60 s or 5 steps), counted in the recorded search time.
 """
@@ -153,17 +153,18 @@ class GimbalCoordination:
         for ps in packing_sets(placements):
             key = tuple(sorted((j, placements[j].gpus) for j in ps.members))
             plan = self._plans.get(key)
-            pause = 0.0
+            switched: dict[str, int] = {}
             if plan is None:
-                plan, attempts, switches = self.search(view, ps, placements, jobs)
+                plan, attempts, switched = self.search(view, ps, placements, jobs)
                 searches += 1
                 attempts_total += attempts
-                search_s += attempts * self.collect_s + switches * self.switch_s
-                pause = max(0, switches - 1) * self.switch_s  # the final switch the engine charges itself
+                search_s += attempts * (self.collect_s + self.switch_s)
             live[key] = plan
             for j in ps.members:
                 a = decision.allocations[j]
                 pct = tuple(plan.pct[j]) if any(p < 100 for p in plan.pct[j]) else ()
+                # every trial that changed this job's limits paused it; the engine charges the final change
+                pause = max(0, switched.get(j, 0) - (1 if pct else 0)) * self.switch_s
                 decision.allocations[j] = replace(a, mps_pct=pct, batch_split=plan.split.get(j, ()),
                                                   pause_s=a.pause_s + pause)
         self._plans = live
@@ -174,13 +175,13 @@ class GimbalCoordination:
 
     # -- Algorithm 1 -----------------------------------------------------------------------------------
     def search(self, view: ClusterView, ps: PackingSet, placements: Mapping[str, Placement],
-               jobs: Mapping[str, JobView]) -> tuple[CalibrationPlan, int, int]:
-        """The best plan for one packing set: (plan, attempts, attempts that changed share limits)."""
+               jobs: Mapping[str, JobView]) -> tuple[CalibrationPlan, int, dict[str, int]]:
+        """The best plan for one packing set: (plan, attempts, per job the attempts that changed its limits)."""
         members = list(ps.members)
         self._models.update({j: jobs[j].spec.model for j in members})
         plan = CalibrationPlan({j: [100] * len(placements[j]) for j in members}, {})
         if self._monitor is None:
-            return plan, 0, 0
+            return plan, 0, {}
         jmax = ps.center
         subset1, subset2 = [jmax], [j for j in members if j != jmax]
         if self._priority(view, subset2, jobs, plan, placements) < self._priority(view, subset1, jobs, plan,
@@ -189,24 +190,28 @@ class GimbalCoordination:
         self._rebalance(plan, placements, members)
         best, best_obj = plan.copy(), self.set_objective(view, members, jobs, plan, placements)
         if not self.share_restriction:
-            return best, 1, 0
+            return best, 1, {}
         swell(plan, self._workers(subset2, placements, shared_only=True, placements_all=placements),
               self.granularity_pct)
-        attempts = switches = fails = 0
+        attempts = fails = 0
+        switched: dict[str, int] = {}
         seen = {self._state(plan)}
         while attempts < self.max_attempts and (self.early_exit == 0 or fails < self.early_exit):
+            before = {j: list(v) for j, v in plan.pct.items()}
             if not self._generate(plan, subset1, jmax, placements) or self._state(plan) in seen:
                 break  # no primitive changes anything, or the search came back to a plan it tried
             seen.add(self._state(plan))
             attempts += 1
-            switches += 1
+            for j, v in plan.pct.items():
+                if v != before[j]:
+                    switched[j] = switched.get(j, 0) + 1
             self._rebalance(plan, placements, members)
             obj = self.set_objective(view, members, jobs, plan, placements)
             if obj < best_obj - 1e-9:
                 best, best_obj, fails = plan.copy(), obj, 0
             else:
                 fails += 1
-        return best, attempts, switches
+        return best, attempts, switched
 
     @staticmethod
     def _state(plan: CalibrationPlan) -> tuple:
