@@ -8,6 +8,10 @@ engine jumps to the round of the next arrival.
 The engine is the only part that reads the world. A scheduler receives a :class:`ClusterView` with the
 facts a real cluster would give it, and the observations running jobs report.
 
+Jobs whose workers share GPUs (packing) run at rates that depend on their partners: the engine hands the
+world each job's co-location (:mod:`dlsched.sim.colocated`) and ends a stretch of a round when a job that
+shares a GPU completes, so its partners speed up from that moment. Without packing nothing changes.
+
 Inputs are range-checked before a run starts (the RunConfig, the trace, the cluster file); as a second line
 of defence the engine itself refuses to loop forever: simulated time must move forward every step, and a
 job that holds GPUs without making progress (its rate zero or not finite) for ``stall_rounds`` rounds in a
