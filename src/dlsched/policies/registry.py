@@ -280,17 +280,16 @@ def build_scheduler(policy: str, *, admission: str | None = None, ordering: str 
 
 
 def _relaxed_default(names: dict[str, str], settings: dict[str, str], used: set[str]) -> None:
-    """A coordination that declares ``relaxes_packing`` (Gimbal) runs a packing placement in its relaxed
-    mode unless the run sets ``relaxed`` itself: the base scheduler packs aggressively and the coordinator
-    calibrates (Gimbal section 7.1)."""
+    """A coordination that declares ``relaxes_packing`` (Gimbal) runs the packing allocation or placement in
+    its relaxed mode unless the run sets ``relaxed`` itself: the base scheduler packs aggressively and the
+    coordinator calibrates (Gimbal section 7.1)."""
     coord = _lookup("coordination", names["coordination"]).cls
-    place = _lookup("placement", names["placement"])
-    if not getattr(coord, "relaxes_packing", False) or "relaxed" not in place.tunables():
+    if not getattr(coord, "relaxes_packing", False) or any(k.rpartition(".")[2] == "relaxed" for k in settings):
         return
-    keys = ("placement.relaxed", f"{names['placement']}.relaxed", "relaxed")
-    if not any(k in settings for k in keys):
-        settings["placement.relaxed"] = "true"
-        used.add("placement.relaxed")
+    for kind in ("allocation", "placement"):
+        if "relaxed" in _lookup(kind, names[kind]).tunables():
+            settings[f"{kind}.relaxed"] = "true"
+            used.add(f"{kind}.relaxed")
 
 
 def stage_tunables(kind: str, name: str) -> dict[str, Any]:
