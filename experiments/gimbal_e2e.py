@@ -1,9 +1,11 @@
-"""Gimbal section 7.2 and 7.3: Lucid against Lucid+Gimbal (average JCT and queueing time) against Slurm on
-``gimbal-32``, and figure 12's ablation on ``gimbal-16`` with 100 Philly jobs.
+"""Gimbal section 7.2 and 7.3: Lucid against Lucid+Gimbal (average JCT and queueing time) against Slurm, and
+Gavel's packing policy against Gavel+Gimbal (makespan), on ``gimbal-32``; figure 12's ablation on
+``gimbal-16`` with 100 Philly jobs.
 
 End to end: ``gimbal-philly:seed=S`` (150 jobs) and ``gimbal-alibaba:seed=S`` (300 jobs) for seeds 1..N, each
-under ``slurm``, ``lucid`` (conservative packing) and ``lucid --coordinator gimbal`` (the base scheduler
-relaxed, Gimbal coordinating). Ablation, each step adding to the one before (paper: 1.05x, 1.18x, 1.28x in
+under ``slurm``, ``lucid`` (conservative packing), ``lucid --coordinator gimbal`` (the base scheduler
+relaxed, Gimbal coordinating for JCT), ``gavel-packing`` and ``gavel-packing --coordinator gimbal --set
+objective=makespan``. Ablation, each step adding to the one before (paper: 1.05x, 1.18x, 1.28x in
 average JCT over Lucid): ``lucid``; unequal packing (``relaxed=true``); plus input-sample stealing (Gimbal
 with ``share_restriction=false``); plus share restriction (Gimbal in full).
 
@@ -26,14 +28,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "results" / "gimbal_e2e.json"
 #: Paper numbers (section 7.2 and 7.3) for the tables.
-PAPER = {"philly": {"jct_x": 1.28, "wait_x": 1.87}, "alibaba": {"jct_x": 1.26, "wait_x": 1.51},
+PAPER = {"philly": {"jct_x": 1.28, "wait_x": 1.87, "makespan_x": 1.12},
+         "alibaba": {"jct_x": 1.26, "wait_x": 1.51, "makespan_x": 1.1},
          "ablation": {"unequal": 1.05, "+stealing": 1.18, "+restriction": 1.28}}
 #: (label, policy, coordination, settings) of the end-to-end runs.
 E2E: tuple[tuple[str, str, str | None, dict[str, str]], ...] = (
     ("slurm", "slurm", None, {}),
     ("lucid", "lucid", None, {}),
     ("lucid+gimbal", "lucid", "gimbal", {}),
+    ("gavel-packing", "gavel-packing", None, {}),
+    ("gavel-packing+gimbal", "gavel-packing", "gimbal", {"objective": "makespan"}),
 )
+#: The end-to-end rows of the JCT table (Lucid's objective) and of the makespan table (Gavel's).
+JCT_ROWS = ("slurm", "lucid", "lucid+gimbal")
+MAKESPAN_ROWS = ("slurm", "gavel-packing", "gavel-packing+gimbal")
 ABLATION: tuple[tuple[str, str | None, dict[str, str]], ...] = (
     ("lucid", None, {}),
     ("unequal", None, {"relaxed": "true"}),
@@ -82,13 +90,22 @@ def tables(data: dict[str, Any]) -> dict[str, str]:
              "| paper (JCT, queueing) |", "|---|---|---|---|---|---|---|---|"]
     for source in ("philly", "alibaba"):
         base = by[f"e2e | {source} | lucid"]
-        for label, *_ in E2E:
+        for label in JCT_ROWS:
             rows = by[f"e2e | {source} | {label}"]
             jct, wait, span = (_mean(rows, k) / 3600 for k in ("avg_jct_s", "avg_wait_s", "makespan_s"))
             jx = _mean(base, "avg_jct_s") / _mean(rows, "avg_jct_s")
             wx = _mean(base, "avg_wait_s") / _mean(rows, "avg_wait_s")
             paper = (f"{PAPER[source]['jct_x']:g}x, {PAPER[source]['wait_x']:g}x" if label == "lucid+gimbal" else "")
             lines.append(f"| {source} | {label} | {jct:.2f} | {wait:.2f} | {span:.2f} | {jx:.2f}x | {wx:.2f}x | {paper} |")
+    span_lines = ["| trace | scheduler | makespan (h) | avg JCT (h) | makespan vs Gavel | paper |", "|---|---|---|---|---|---|"]
+    for source in ("philly", "alibaba"):
+        base = by[f"e2e | {source} | gavel-packing"]
+        for label in MAKESPAN_ROWS:
+            rows = by[f"e2e | {source} | {label}"]
+            x = _mean(base, "makespan_s") / _mean(rows, "makespan_s")
+            paper = f"{PAPER[source]['makespan_x']:g}x" if label == "gavel-packing+gimbal" else ""
+            span_lines.append(f"| {source} | {label} | {_mean(rows, 'makespan_s') / 3600:.2f} | "
+                              f"{_mean(rows, 'avg_jct_s') / 3600:.2f} | {x:.2f}x | {paper} |")
     abl = ["| step | avg JCT (h) | avg queueing (h) | JCT vs Lucid | paper |", "|---|---|---|---|---|"]
     base = by["ablation | philly | lucid"]
     for label, *_ in ABLATION:
@@ -99,6 +116,7 @@ def tables(data: dict[str, Any]) -> dict[str, str]:
                    f"| {x:.2f}x | {paper} |")
     seeds = data.get("seeds", 1)
     return {"e2e": "\n".join(lines) + f"\n\nMeans over trace seeds 1..{seeds}.",
+            "makespan": "\n".join(span_lines) + f"\n\nMeans over trace seeds 1..{seeds}.",
             "ablation": "\n".join(abl) + f"\n\n`gimbal-16`, first 100 jobs of `gimbal-philly:seed=S`, seeds 1..{seeds}."}
 
 
@@ -120,7 +138,7 @@ def main() -> None:
                "wall_s": sum(r.wall_s for r in records),
                "runs": [{"summary": r.summary, "wall_s": r.wall_s, "complete": r.complete} for r in records]}
     out = tables(payload)
-    print(out["e2e"], "\n", out["ablation"], sep="\n")
+    print(out["e2e"], "", out["makespan"], "", out["ablation"], sep="\n")
     print(f"\n{len(records)} runs, {(time.perf_counter() - t0) / 60:.1f} min")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(args.out) as tmp:
