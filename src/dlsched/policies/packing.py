@@ -20,7 +20,7 @@ a job is packed); the speeds of packed pairs, which only running them shows, are
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from dlsched.catalog.colocation import ColocationTable
@@ -231,3 +231,59 @@ class PackingRules:
 def _keeps(job: JobView | None, decision: Decision) -> bool:
     """Whether a job keeps the GPUs it runs on (it then goes first when rules are enforced)."""
     return job is not None and bool(job.placement) and decision.allocations[job.job_id].placement == job.placement
+
+
+@dataclass
+class EarliestDeadline:
+    """Earliest deadline first; jobs without a deadline after those with one, first come first served."""
+
+    name: str = "edf"
+
+    def order(self, view: ClusterView, jobs: list[JobView]) -> list[JobView]:
+        def key(j: JobView) -> tuple[bool, float, float, str]:
+            d = j.spec.deadline_s
+            return (d is None, d if d is not None else 0.0, j.spec.submit_time_s, j.job_id)
+
+        return sorted(jobs, key=key)
+
+
+@dataclass
+class GandivaPlacement(PackingPlacement):
+    """Gandiva's introspective packing: pack as :class:`PackingPlacement` does, then watch the packed jobs.
+
+    Each round the stage reads the progress every running job reports and turns it into a speed relative to
+    running alone (progress done over the time passed, times the job's expected run time). A packed pair
+    whose two speeds add up to less than ``min_pair_speed`` does worse than taking turns: Gandiva unpacks it
+    (the pair never packs again; the job that cannot keep its GPUs moves or waits).
+    """
+
+    #: Packed pairs whose summed relative speeds fall below this are unpacked (1: no better than turns).
+    min_pair_speed: float = ranged(1.0, 0.0, 2.0)
+    name: str = "gandiva"
+    _last: dict[str, tuple[float, float]] = field(default_factory=dict, init=False, repr=False)
+    _bad: set[frozenset[str]] = field(default_factory=set, init=False, repr=False)
+
+    def place(self, view: ClusterView, plan: Plan) -> Decision:
+        self._introspect(view)
+        return super().place(view, plan)
+
+    def _introspect(self, view: ClusterView) -> None:
+        speeds: dict[str, float] = {}
+        for j in view.jobs:
+            last = self._last.get(j.job_id)
+            if j.placement and last is not None and view.time_s > last[0] and j.estimated_duration_s:
+                speeds[j.job_id] = (j.progress_fraction - last[1]) * j.estimated_duration_s / (view.time_s - last[0])
+            self._last[j.job_id] = (view.time_s, j.progress_fraction)
+        running = {j.job_id: j.placement for j in view.jobs if j.placement}
+        for jobs in holders(running).values():
+            if len(jobs) == 2 and all(x in speeds for x in jobs) and sum(speeds[x] for x in jobs) < self.min_pair_speed:
+                self._bad.add(frozenset(jobs))
+        active = {j.job_id for j in view.jobs}
+        self._last = {k: v for k, v in self._last.items() if k in active}
+
+    def _may_share(self, cluster: Cluster, state: PackingState, models: dict[str, str], d: Demand,
+                   gpus: Placement) -> bool:
+        for g in gpus.gpus:
+            if any(frozenset((d.job.job_id, o)) in self._bad for o in state.held.get(g, ())):
+                return False
+        return super()._may_share(cluster, state, models, d, gpus)

@@ -2,6 +2,11 @@
 
 * ``slurm``: Slurm-style exclusive first-come-first-served: rigid gangs in submission order, consolidated,
   never preempted or packed;
+* Gandiva with packing (OSDI'18, as Gimbal runs it) is a composition, not yet the ``gandiva`` preset (which
+  the README demo runs as FIFO with non-sticky consolidated placement): ``--policy lucid --ordering edf
+  --placement gandiva`` is first come first served, extended to deadlines by ordering jobs that have one
+  earliest deadline first, with introspective packing (pairs whose measured speeds add up to less than
+  taking turns are unpacked), equal-size jobs unless ``relaxed``;
 * ``gavel-packing``: Gavel's space-sharing policy with the makespan objective (:mod:`dlsched.policies.gavel.packing`);
 * ``lucid``: Lucid (ASPLOS'23) as Gimbal runs it: shortest (expected) job first, packing two jobs when their
   profiled GPU utilisations and memory footprints allow (Lucid's sharing test), equal-size jobs only; with
@@ -12,13 +17,24 @@ from __future__ import annotations
 
 from dlsched.policies.gavel.packing import GavelPackingAllocation, GavelPackingPlacement
 from dlsched.policies.gimbal import GimbalCoordination
-from dlsched.policies.packing import PackingGang, PackingPlacement, PackingRules
+from dlsched.policies.packing import (
+               EarliestDeadline,
+               GandivaPlacement,
+               PackingGang,
+               PackingPlacement,
+               PackingRules,
+)
 from dlsched.policies.registry import SchedulerEntry, register_scheduler, register_stage
 
 register_stage("allocation", "packing-gang", PackingGang,
                "rigid gangs in priority order while they fit twice the cluster (two workers per GPU)")
 register_stage("placement", "packing", PackingPlacement,
                "exclusive consolidated placement, else packed onto a running job Lucid's sharing test accepts")
+register_stage("ordering", "edf", EarliestDeadline,
+               "earliest deadline first; jobs without one after, first come first served")
+register_stage("placement", "gandiva", GandivaPlacement,
+               "Gandiva's introspective packing: packing placement, pairs that run slower than taking turns "
+               "unpacked")
 register_stage("coordination", "packing", PackingRules,
                "jobs may share GPUs under Gimbal's packing rules; rule-breaking packings run one after another")
 
