@@ -1,6 +1,7 @@
 """Gimbal section 7.2 and 7.3: Lucid against Lucid+Gimbal (average JCT and queueing time) against Slurm, and
 Gavel's packing policy against Gavel+Gimbal (makespan), on ``gimbal-32``; figure 12's ablation on
-``gimbal-16`` with 100 Philly jobs.
+``gimbal-16`` with 100 Philly jobs. Gandiva with packing (``--policy lucid --ordering edf --placement gandiva``)
+against it with Gimbal for deadlines (jobs meeting their deadline).
 
 End to end: ``gimbal-philly:seed=S`` (150 jobs) and ``gimbal-alibaba:seed=S`` (300 jobs) for seeds 1..N, each
 under ``slurm``, ``lucid`` (conservative packing), ``lucid --coordinator gimbal`` (the base scheduler
@@ -31,6 +32,8 @@ OUT = ROOT / "experiments" / "results" / "gimbal_e2e.json"
 PAPER = {"philly": {"jct_x": 1.28, "wait_x": 1.87, "makespan_x": 1.12},
          "alibaba": {"jct_x": 1.26, "wait_x": 1.51, "makespan_x": 1.1},
          "ablation": {"unequal": 1.05, "+stealing": 1.18, "+restriction": 1.28}}
+#: Gandiva with packing: Lucid's packing stages with earliest-deadline-first order and Gandiva's introspection.
+GANDIVA = {"ordering": "edf", "placement": "gandiva"}
 #: (label, policy, coordination, settings) of the end-to-end runs.
 E2E: tuple[tuple[str, str, str | None, dict[str, str]], ...] = (
     ("slurm", "slurm", None, {}),
@@ -38,7 +41,10 @@ E2E: tuple[tuple[str, str, str | None, dict[str, str]], ...] = (
     ("lucid+gimbal", "lucid", "gimbal", {}),
     ("gavel-packing", "gavel-packing", None, {}),
     ("gavel-packing+gimbal", "gavel-packing", "gimbal", {"objective": "makespan"}),
+    ("gandiva-packing", "lucid", None, {}),
+    ("gandiva-packing+gimbal", "lucid", "gimbal", {"objective": "deadline"}),
 )
+DEADLINE_ROWS = ("slurm", "gandiva-packing", "gandiva-packing+gimbal")
 #: The end-to-end rows of the JCT table (Lucid's objective) and of the makespan table (Gavel's).
 JCT_ROWS = ("slurm", "lucid", "lucid+gimbal")
 MAKESPAN_ROWS = ("slurm", "gavel-packing", "gavel-packing+gimbal")
@@ -61,7 +67,8 @@ def configs(seeds: int) -> list[Any]:
     for source in ("philly", "alibaba"):
         for seed in range(1, seeds + 1):
             for label, policy, coord, extra in E2E:
-                out.append(RunConfig(policy=policy, coordination=coord, cluster="gimbal-32",
+                stages = GANDIVA if label.startswith("gandiva") else {}
+                out.append(RunConfig(policy=policy, coordination=coord, cluster="gimbal-32", **stages,
                                      trace=f"gimbal-{source}:seed={seed}", settings=extra, seed=0,
                                      label=f"e2e | {source} | {label}"))
     for seed in range(1, seeds + 1):
@@ -106,6 +113,17 @@ def tables(data: dict[str, Any]) -> dict[str, str]:
             paper = f"{PAPER[source]['makespan_x']:g}x" if label == "gavel-packing+gimbal" else ""
             span_lines.append(f"| {source} | {label} | {_mean(rows, 'makespan_s') / 3600:.2f} | "
                               f"{_mean(rows, 'avg_jct_s') / 3600:.2f} | {x:.2f}x | {paper} |")
+    met = ["| trace | scheduler | jobs meeting deadlines | share | vs Gandiva | paper |", "|---|---|---|---|---|---|"]
+    paper_met = {"philly": "90 vs 110 of 150", "alibaba": "177 vs 233 of 300"}
+    for source in ("philly", "alibaba"):
+        base = by[f"e2e | {source} | gandiva-packing"]
+        for label in DEADLINE_ROWS:
+            rows = by[f"e2e | {source} | {label}"]
+            frac = _mean(rows, "deadline_met_frac")
+            count = statistics.fmean(r["deadline_met_frac"] * r["jobs"] for r in rows)
+            x = frac / _mean(base, "deadline_met_frac") if _mean(base, "deadline_met_frac") else float("nan")
+            paper = paper_met[source] if label == "gandiva-packing+gimbal" else ""
+            met.append(f"| {source} | {label} | {count:.1f} | {frac:.3f} | {x:.2f}x | {paper} |")
     abl = ["| step | avg JCT (h) | avg queueing (h) | JCT vs Lucid | paper |", "|---|---|---|---|---|"]
     base = by["ablation | philly | lucid"]
     for label, *_ in ABLATION:
@@ -117,6 +135,7 @@ def tables(data: dict[str, Any]) -> dict[str, str]:
     seeds = data.get("seeds", 1)
     return {"e2e": "\n".join(lines) + f"\n\nMeans over trace seeds 1..{seeds}.",
             "makespan": "\n".join(span_lines) + f"\n\nMeans over trace seeds 1..{seeds}.",
+            "deadline": "\n".join(met) + f"\n\nMeans over trace seeds 1..{seeds}.",
             "ablation": "\n".join(abl) + f"\n\n`gimbal-16`, first 100 jobs of `gimbal-philly:seed=S`, seeds 1..{seeds}."}
 
 
@@ -138,7 +157,7 @@ def main() -> None:
                "wall_s": sum(r.wall_s for r in records),
                "runs": [{"summary": r.summary, "wall_s": r.wall_s, "complete": r.complete} for r in records]}
     out = tables(payload)
-    print(out["e2e"], "", out["makespan"], "", out["ablation"], sep="\n")
+    print(out["e2e"], "", out["makespan"], "", out["deadline"], "", out["ablation"], sep="\n")
     print(f"\n{len(records)} runs, {(time.perf_counter() - t0) / 60:.1f} min")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(args.out) as tmp:
