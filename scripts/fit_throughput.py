@@ -43,6 +43,9 @@ from scipy.optimize import least_squares
 from dlsched.datadir import require_data
 from dlsched.world.throughput import PARAM_NAMES, step_time_arrays
 
+#: A40 over Quadro RTX 6000: dense FP16 tensor TFLOPS from NVIDIA's data sheets (no measured profile).
+A40_OVER_QUAD = 149.7 / 130.5
+
 MODELS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3", "gpt_pmp")
 MAIN_MODELS = MODELS[:6]
 #: Models averaged into relative_speed. ncf is left out: its Azure V100 profile is CPU-bound (0.19 s per step at
@@ -311,6 +314,7 @@ def relative_speeds(rows: pd.DataFrame) -> tuple[dict[str, float], dict[str, int
                 logs.setdefault(gtype, []).append(np.log(v))
     speeds = {g: float(np.exp(np.mean(v))) for g, v in logs.items()}
     speeds["rtx5000"] = speeds["quad"] * 0.9
+    speeds["a40"] = speeds["quad"] * A40_OVER_QUAD
     return speeds, common, ratios
 
 
@@ -387,7 +391,9 @@ def main(argv: list[str] | None = None) -> int:
                                  f"{', '.join(SPEED_MODELS)}. ncf is left out: its v100 profile is CPU-bound "
                                  "(v100 9x slower than t4 at batch 32768) and would make every type look ~2x "
                                  "faster than v100. rtx5000 (Quadro RTX 5000) was not profiled: quad "
-                                 "(Quadro RTX 6000) x 0.9."),
+                                 "(Quadro RTX 6000) x 0.9. a40 (Gimbal's testbed) was not profiled: quad x "
+                                 f"{A40_OVER_QUAD:.4f}, the ratio of dense FP16 tensor throughput in NVIDIA's "
+                                 "data sheets (149.7 / 130.5 TFLOPS)."),
         "restart_delay_s": RESTART_DELAY_S,
         "overall": {"rows": len(e), "median_rel_err": _round(float(np.median(e))),
                     "p90_rel_err": _round(float(np.percentile(e, 90)))},

@@ -43,6 +43,9 @@ class Recorder:
     def attach_oracle(self, estimator) -> None:
         self.inner.attach_oracle(estimator)
 
+    def attach_monitor(self, monitor) -> None:
+        self.inner.attach_monitor(monitor)
+
     def describe(self) -> str:
         return self.inner.describe()
 
@@ -93,10 +96,11 @@ def with_estimator(policy: str, estimator, **settings):
     return sched
 
 
-def assert_round_invariants(cluster, log, specs, *, exact_gangs: bool) -> None:
+def assert_round_invariants(cluster, log, specs, *, exact_gangs: bool, packing: bool = False) -> None:
     """Every recorded decision: allocated jobs are active and not also being profiled, each on one GPU type,
     with exactly its request (``exact_gangs``) or an allowed count, and no GPU given beyond a full share
-    (profiling GPUs count as taken)."""
+    (profiling GPUs count as taken); a scheduler that packs (``packing``) may put two jobs' workers on one
+    GPU, only under Gimbal's packing rules and within the GPU's memory."""
     by_id = {s.job_id: s for s in specs}
     assert log
     for view, decision in log:
@@ -115,4 +119,23 @@ def assert_round_invariants(cluster, log, specs, *, exact_gangs: bool) -> None:
         for placement in decision.profiles.values():
             for g in placement.gpus:
                 share[g] += 1.0
+        if packing:
+            _assert_packing(cluster, decision, by_id)
+            continue
         assert max(share, default=0.0) <= 1.0 + 1e-9  # no GPU given twice
+
+
+def _assert_packing(cluster, decision, by_id) -> None:
+    """Two workers on a GPU only under the packing rules, fitting its memory; profiled GPUs exclusive."""
+    from dlsched.catalog.colocation import ColocationTable
+    from dlsched.core.packing import holders, packing_problem
+
+    placements = {j: a.placement for j, a in decision.allocations.items() if a.placement}
+    assert packing_problem(placements, cluster) is None
+    table = ColocationTable.load()
+    for g, jobs in holders(placements).items():
+        assert len(jobs) <= 2
+        memory = cluster.gpu_types[cluster.gpu_type_of[g]].memory_gb
+        assert len(jobs) == 1 or sum(table.memory_gb(by_id[j].model) for j in jobs) <= memory
+    for placement in decision.profiles.values():
+        assert not set(placement.gpus) & set(holders(placements))

@@ -31,7 +31,7 @@ OrderingOpt = Annotated[str | None, typer.Option("--ordering", help="Override th
 PlacementOpt = Annotated[str | None, typer.Option("--placement", help="Override the policy's placement stage.")]
 AllocationOpt = Annotated[str | None, typer.Option("--allocation", help="Override the policy's allocation stage.")]
 AdmissionOpt = Annotated[str | None, typer.Option("--admission", help="Override the policy's admission stage.")]
-CoordinationOpt = Annotated[str | None, typer.Option("--coordination",
+CoordinationOpt = Annotated[str | None, typer.Option("--coordination", "--coordinator",
                                                      help="Override the policy's coordination stage.")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="key=value: a policy tunable, a world option "
                                                   "(world.KEY or e.g. locality_penalty) or an engine limit "

@@ -31,8 +31,9 @@ KNOWN_GPU_TYPES: dict[str, GpuType] = {
         GpuType("rtx", 11.0, "NVIDIA RTX 2080Ti", 2),
         GpuType("rtx5000", 16.0, "NVIDIA Quadro RTX 5000", 3),
         GpuType("quad", 24.0, "NVIDIA Quadro RTX 6000", 4),
-        GpuType("v100", 32.0, "NVIDIA V100", 5),
-        GpuType("a100", 40.0, "NVIDIA A100", 6),
+        GpuType("a40", 48.0, "NVIDIA A40", 5),
+        GpuType("v100", 32.0, "NVIDIA V100", 6),
+        GpuType("a100", 40.0, "NVIDIA A100", 7),
     )
 }
 

@@ -95,6 +95,9 @@ class Job:
     placement: Placement = field(default_factory=Placement.empty)
     batch_size: int | None = None
     gpu_share: float = 1.0
+    #: Per-worker share restriction (MPS %) and batch split when packed (see core.decision.Allocation).
+    mps_pct: tuple[int, ...] = ()
+    batch_split: tuple[float, ...] = ()
     start_time_s: float | None = None
     finish_time_s: float | None = None
     #: Statistical progress in the world's work units (hidden from policies; they see ``progress_fraction``).

@@ -244,6 +244,10 @@ def check_combination(chosen: dict[str, Any], names: dict[str, str], overridden:
     if place.traits.needs_gpu_type and not alloc.traits.names_gpu_type:
         raise InputError(f"placement '{p}' cannot follow allocation '{a}': it needs demands that name a GPU "
                          f"type, and '{a}' leaves the type to placement", field="placement")
+    if getattr(place, "packs", False) and not chosen["coordination"].allows_packing:
+        raise InputError(f"placement '{p}' packs jobs onto shared GPUs, which coordination "
+                         f"'{names['coordination']}' does not allow (use a coordination that packs, e.g. "
+                         f"'packing')", field="placement")
     if not alloc.traits.uses_order and names["ordering"] != NEUTRAL_ORDERING:
         field_ = "ordering" if "ordering" in overridden or "allocation" not in overridden else "allocation"
         raise InputError(f"ordering '{names['ordering']}' cannot steer allocation '{a}': it ranks jobs "
@@ -265,6 +269,7 @@ def build_scheduler(policy: str, *, admission: str | None = None, ordering: str 
     names = {k: given[k] or entry.stage(k) for k in STAGE_KINDS}
     overridden = {k for k, v in given.items() if v is not None and v != entry.stage(k)}
     used: set[str] = set()
+    _relaxed_default(names, settings, used)
     chosen = {k: _instantiate(k, names[k], settings, used, seed) for k in STAGE_KINDS}
     unknown = sorted(set(settings) - used)
     if unknown:
@@ -272,6 +277,19 @@ def build_scheduler(policy: str, *, admission: str | None = None, ordering: str 
                          f"tunable '{unknown[0]}' (see 'dlsched policies')", field=unknown[0])
     check_combination(chosen, names, overridden)
     return StagedScheduler(name=policy, **chosen)
+
+
+def _relaxed_default(names: dict[str, str], settings: dict[str, str], used: set[str]) -> None:
+    """A coordination that declares ``relaxes_packing`` (Gimbal) runs the packing allocation or placement in
+    its relaxed mode unless the run sets ``relaxed`` itself: the base scheduler packs aggressively and the
+    coordinator calibrates (Gimbal section 7.1)."""
+    coord = _lookup("coordination", names["coordination"]).cls
+    if not getattr(coord, "relaxes_packing", False) or any(k.rpartition(".")[2] == "relaxed" for k in settings):
+        return
+    for kind in ("allocation", "placement"):
+        if "relaxed" in _lookup(kind, names[kind]).tunables():
+            settings[f"{kind}.relaxed"] = "true"
+            used.add(f"{kind}.relaxed")
 
 
 def stage_tunables(kind: str, name: str) -> dict[str, Any]:

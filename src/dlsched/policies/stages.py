@@ -119,8 +119,12 @@ class SchedulerTraits:
     rigid: bool = False
     #: The policy's estimator must answer from the simulator's truth (comparison runs only).
     needs_oracle: bool = False
-    #: Several jobs may share a GPU (their shares must still sum to at most 1).
+    #: Several jobs may share a GPU (time-sliced shares summing to at most 1, or packed under
+    #: :mod:`dlsched.core.packing`'s rules).
     allows_packing: bool = False
+    #: The coordination stage measures trial plans through a runtime monitor the run attaches
+    #: (:meth:`StagedScheduler.attach_monitor`).
+    needs_monitor: bool = False
 
 
 class Admission(Protocol):
@@ -252,7 +256,8 @@ class StagedScheduler:
     @property
     def traits(self) -> SchedulerTraits:
         return SchedulerTraits(rigid=self.allocation.traits.rigid, needs_oracle=self.allocation.needs_oracle(),
-                               allows_packing=self.coordination.allows_packing)
+                               allows_packing=self.coordination.allows_packing,
+                               needs_monitor=bool(getattr(self.coordination, "needs_monitor", False)))
 
     def schedule(self, view: ClusterView) -> Decision:
         jobs = self.admission.admit(view)
@@ -264,6 +269,10 @@ class StagedScheduler:
 
     def attach_oracle(self, estimator: GoodputEstimator) -> None:
         self.allocation.attach_estimator(estimator)
+
+    def attach_monitor(self, monitor: object) -> None:
+        """Hand the coordination stage the runtime monitor it asked for (``traits.needs_monitor``)."""
+        self.coordination.attach_monitor(monitor)  # type: ignore[attr-defined]
 
     def stages(self) -> dict[str, str]:
         """Stage kind -> the name it was registered under."""

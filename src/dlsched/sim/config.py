@@ -57,6 +57,11 @@ _WORLD_LIMITS: dict[str, dict[str, float]] = {
     "default_restart_delay_s": {"ge": 0.0, "le": _DAY_S},
     "profile_batches": {"ge": 1, "le": 1000},
     "profile_steps": {"ge": 1, "le": 100000},
+    # pausing a packed job to switch its CUDA context: measured 3.6 s (Gimbal 7.4); an hour is absurd
+    "share_change_s": {"ge": 0.0, "le": 3600.0},
+    # a share of interference, and the curvature of a saturating curve (MpsCurve refuses k outside (0, 50])
+    "mps_isolation": {"ge": 0.0, "le": 1.0},
+    "mps_curve_k": {"gt": 0.0, "le": 50.0},
 }
 
 #: World options that name one of a set of choices, and where the choices come from.

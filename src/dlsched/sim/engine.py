@@ -8,6 +8,10 @@ engine jumps to the round of the next arrival.
 The engine is the only part that reads the world. A scheduler receives a :class:`ClusterView` with the
 facts a real cluster would give it, and the observations running jobs report.
 
+Jobs whose workers share GPUs (packing) run at rates that depend on their partners: the engine hands the
+world each job's co-location (:mod:`dlsched.sim.colocated`) and ends a stretch of a round when a job that
+shares a GPU completes, so its partners speed up from that moment. Without packing nothing changes.
+
 Inputs are range-checked before a run starts (the RunConfig, the trace, the cluster file); as a second line
 of defence the engine itself refuses to loop forever: simulated time must move forward every step, and a
 job that holds GPUs without making progress (its rate zero or not finite) for ``stall_rounds`` rounds in a
@@ -39,11 +43,13 @@ from dlsched.core import (
     ThroughputObservation,
 )
 from dlsched.policies.stages import Scheduler
+from dlsched.sim.colocated import full_pct, has_partner, sharing_of
 from dlsched.sim.invariants import check_decision
 from dlsched.sim.job_checks import validate_jobs
 from dlsched.sim.metrics import FtfDefinition
 from dlsched.sim.records import JobRecord, RoundRecord, Segment
 from dlsched.world.base import AdaptiveJobPhysics, JobPhysics, Rate, World, slowed
+from dlsched.world.sharing import JobSharing
 
 log = logging.getLogger("dlsched.sim")
 
@@ -128,6 +134,9 @@ class Engine:
         self._grad_cache: dict[tuple, tuple[float, float]] = {}
         self.gpu_scores = world.speeds.measured_profile()
         self.model_class = world.speeds.model_classes()
+        #: Job id -> how its workers share GPUs, for jobs packed, restricted or splitting their batch
+        #: unevenly (:mod:`dlsched.sim.colocated`); rebuilt whenever a stretch of time starts.
+        self._sharing: dict[str, JobSharing] = {}
 
     def physics_of(self, job_id: str) -> JobPhysics:
         """The world's physics of a job (for the simulator's oracle adapter only; never for policies)."""
@@ -235,13 +244,22 @@ class Engine:
             new_place = alloc.placement if alloc is not None else Placement.empty()
             batch = alloc.batch_size if alloc is not None else None
             share = alloc.gpu_share if alloc is not None else 1.0
+            mps, split = (alloc.mps_pct, alloc.batch_split) if alloc is not None else ((), ())
+            if alloc is not None and alloc.pause_s > 0 and new_place == j.placement and new_place:
+                # a coordinator's search paused the job (no restart, no progress)
+                j.restart_until_s = max(j.restart_until_s, t + alloc.pause_s)
             if new_place == j.placement:
                 j.batch_size, j.gpu_share = (batch if new_place else None), share
+                if new_place and full_pct(mps, len(new_place)) != full_pct(j.mps_pct, len(new_place)):
+                    # switching a worker's share restriction pauses the job (no restart, no progress)
+                    j.restart_until_s = max(j.restart_until_s, t + self.world.config.share_change_s)
+                j.mps_pct, j.batch_split = mps, split
                 continue
             # placement changed: close the old segment, pay checkpoint-restore on the new GPUs
             self._close_segment(st, t)
             j.placement = new_place
             j.batch_size, j.gpu_share = batch, share
+            j.mps_pct, j.batch_split = mps, split
             st.rate, st.rate_key = None, None
             if new_place:
                 if j.start_time_s is None:
@@ -249,7 +267,7 @@ class Engine:
                 else:
                     j.restarts += 1
                     restarts += 1
-                j.restart_until_s = t + st.phys.restart_delay_s
+                j.restart_until_s = t + max(st.phys.restart_delay_s, alloc.pause_s if alloc is not None else 0.0)
                 j.status = JobStatus.RESTARTING if st.phys.restart_delay_s > 0 else JobStatus.RUNNING
                 j.last_gpu_type = self.cluster.gpu_type_of[new_place.gpus[0]]
                 st.segment_start_s = t
@@ -290,17 +308,44 @@ class Engine:
     def _rate(self, st: _JobState) -> Rate:
         """The job's rate on its allocation; recomputed only when the allocation or efficiency bucket changes."""
         j = st.job
-        key: tuple = (j.placement.gpus, j.batch_size, j.gpu_share)
+        sharing = self._sharing.get(j.job_id)
+        key: tuple = (j.placement.gpus, j.batch_size, j.gpu_share, sharing)
         if isinstance(st.phys, AdaptiveJobPhysics):
             # statistical efficiency is piecewise constant in progress (one value per measured epoch)
             key += (self.world.efficiency.progress_bucket(j.spec.model, j.progress),)
         if st.rate is not None and st.rate_key == key:
             return st.rate
-        rate = self.world.rate(st.phys, j.progress, j.placement, j.batch_size, j.gpu_share)
+        rate = self.world.rate(st.phys, j.progress, j.placement, j.batch_size, j.gpu_share, sharing)
         st.rate, st.rate_key = rate, key
         return rate
 
     def _advance(self, t: float, t_end: float) -> None:
+        """Advance every running job to ``t_end``, in stretches: a job that shares a GPU completing ends a
+        stretch, so its partners run at their new rate from that moment (rates key on who shares a GPU)."""
+        while True:
+            self._sharing = sharing_of(self.active.values())
+            stop = self._packed_stop(t, t_end) if self._sharing else t_end
+            self._advance_span(t, stop)
+            if stop >= t_end:
+                return
+            t = stop
+
+    def _packed_stop(self, t: float, t_end: float) -> float:
+        """The earliest completion before ``t_end`` of a job sharing a GPU with another, else ``t_end``."""
+        stop = t_end
+        for job_id, st in self.active.items():
+            if not has_partner(self._sharing.get(job_id)):
+                continue
+            rate = self._rate(st)
+            if not (math.isfinite(rate.work_per_s) and rate.work_per_s > 0):
+                continue
+            start = min(max(t, st.job.restart_until_s), t_end)
+            end, _, _ = self._progress(st, rate, start, t_end)
+            if end < stop:
+                stop = end
+        return stop
+
+    def _advance_span(self, t: float, t_end: float) -> None:
         finished: list[str] = []
         for job_id, st in self.active.items():
             j = st.job

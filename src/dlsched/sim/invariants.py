@@ -7,9 +7,13 @@ that is not active fails the run loudly.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from dlsched.catalog.colocation import ColocationTable
 from dlsched.core import Adaptivity, Cluster, Decision, JobSpec, Placement
+from dlsched.core.packing import holders, packing_problem
 
 
 class PolicyError(RuntimeError):
@@ -72,6 +76,9 @@ def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSp
         if not gpus:
             continue
         if current.get(job_id) == (alloc.placement, alloc.batch_size) and alloc.gpu_share >= 1.0:
+            _check_worker_settings(job_id, alloc.mps_pct, alloc.batch_split, len(gpus), allows_packing, policy)
+            if not (math.isfinite(alloc.pause_s) and 0.0 <= alloc.pause_s <= 86400.0):
+                raise PolicyError(f"{policy}: job '{job_id}' is paused for {alloc.pause_s!r} s (expected 0..86400)")
             share[list(gpus)] += 1.0
             continue
         problem = _gpu_list_problem(gpus, n)
@@ -97,9 +104,64 @@ def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSp
             raise PolicyError(f"{policy}: job '{job_id}' has GPU share {alloc.gpu_share}")
         if alloc.gpu_share < 1.0 and not allows_packing:
             raise PolicyError(f"{policy}: job '{job_id}' has a GPU share below 1 but the policy does not pack")
+        _check_worker_settings(job_id, alloc.mps_pct, alloc.batch_split, k, allows_packing, policy)
+        if not (math.isfinite(alloc.pause_s) and 0.0 <= alloc.pause_s <= 86400.0):
+            raise PolicyError(f"{policy}: job '{job_id}' is paused for {alloc.pause_s!r} s (expected 0..86400)")
         share[list(gpus)] += alloc.gpu_share
+    if allows_packing:
+        _check_packing(decision, cluster, active, policy)
+        return
     over = np.nonzero(share > 1.0 + 1e-9)[0]
     if len(over):
         g = int(over[0])
         raise PolicyError(f"{policy}: GPU {g} is given to jobs {_holders(decision, g)} whose shares sum to "
                           f"{share[g]:.3f}")
+
+
+def _check_worker_settings(job_id: str, mps_pct: tuple[int, ...], batch_split: tuple[float, ...], k: int,
+                           allows_packing: bool, policy: str) -> None:
+    """Per-worker share limits and batch split: one entry per GPU, limits 1..100 %, fractions summing to 1."""
+    if not mps_pct and not batch_split:
+        return
+    if not allows_packing:
+        raise PolicyError(f"{policy}: job '{job_id}' sets per-worker share limits or batch split but the policy "
+                          f"does not pack")
+    if mps_pct and (len(mps_pct) != k or any(not 1 <= p <= 100 for p in mps_pct)):
+        raise PolicyError(f"{policy}: job '{job_id}' has share limits {list(mps_pct)}; expected {k} percentages "
+                          f"in 1..100")
+    if batch_split and (len(batch_split) != k or any(not (math.isfinite(f) and f >= 0) for f in batch_split)
+                        or abs(sum(batch_split) - 1.0) > 1e-6):
+        raise PolicyError(f"{policy}: job '{job_id}' splits its batch as {list(batch_split)}; expected {k} "
+                          f"non-negative fractions summing to 1 (the global batch is kept)")
+
+
+def _check_packing(decision: Decision, cluster: Cluster, active: dict[str, JobSpec], policy: str) -> None:
+    """A decision of a scheduler that packs. A GPU is either time-sliced (every holder's share below 1, the
+    shares summing to at most 1) or packed (workers running at once, each share 1, under the packing rules
+    of :mod:`dlsched.core.packing` and fitting the GPU's memory together); profiled GPUs are exclusive."""
+    placements = {j: a.placement for j, a in decision.allocations.items() if a.placement}
+    held = holders(placements)
+    for job_id, placement in decision.profiles.items():
+        for g in placement.gpus:
+            if g in held:
+                raise PolicyError(f"{policy}: GPU {g} is profiled for '{job_id}' and given to {held[g]}")
+    for g, jobs in held.items():
+        shares = [decision.allocations[j].gpu_share for j in jobs]
+        sliced = [s < 1.0 for s in shares]
+        if any(sliced) and not all(sliced) and len(jobs) > 1:
+            raise PolicyError(f"{policy}: GPU {g} is packed with jobs {jobs}, some time-sliced (share below 1); "
+                              f"packing and time slicing do not mix on one GPU")
+        if all(sliced) and sum(shares) > 1.0 + 1e-9:
+            raise PolicyError(f"{policy}: GPU {g} is given to jobs {jobs} whose shares sum to {sum(shares):.3f}")
+    packed = {j: p for j, p in placements.items() if decision.allocations[j].gpu_share >= 1.0}
+    problem = packing_problem(packed, cluster)
+    if problem:
+        raise PolicyError(f"{policy}: {problem}")
+    table = ColocationTable.load()
+    for g, jobs in holders(packed).items():
+        if len(jobs) < 2:
+            continue
+        memory = cluster.gpu_types[cluster.gpu_type_of[g]].memory_gb
+        need = sum(table.memory_gb(active[j].model) for j in jobs)
+        if need > memory:
+            raise PolicyError(f"{policy}: GPU {g} packs {jobs}, which need {need:.1f} GB of its {memory:g} GB")

@@ -222,6 +222,10 @@ def attach_oracle(scheduler: Scheduler, world: World, engine: Engine) -> None:
         from dlsched.sim.oracle import OracleGoodput
 
         scheduler.attach_oracle(OracleGoodput(world, engine.physics_of))
+    if scheduler.traits.needs_monitor:
+        from dlsched.sim.monitor import WorldMonitor
+
+        scheduler.attach_monitor(WorldMonitor(world))  # type: ignore[attr-defined]
 
 
 def default_round_s(policy: str) -> float:
@@ -319,6 +323,9 @@ class _Observed:
 
     def attach_oracle(self, estimator: GoodputEstimator) -> None:
         self._inner.attach_oracle(estimator)
+
+    def attach_monitor(self, monitor: object) -> None:
+        self._inner.attach_monitor(monitor)  # type: ignore[attr-defined]
 
     def describe(self) -> str:
         return self._inner.describe()

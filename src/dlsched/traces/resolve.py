@@ -24,6 +24,9 @@ spec                                       trace
                                            ``max_gpus``, ``ncf_share``
 ``synergy[:k=v,...]``                      :func:`~dlsched.traces.synergy.synergy` (PAL's Synergy-style
                                            traces); keys ``rate``, ``jobs``, ``seed``, ``max_gpus``
+``gimbal-philly[:seed=S]``                 :func:`~dlsched.traces.gimbal.gimbal_trace`: Gimbal's 150-job
+                                           Philly-derived trace (default seed 1)
+``gimbal-alibaba[:seed=S]``                Gimbal's 300-job Alibaba-derived trace
 anything else                              a trace file in any format :func:`read_trace` detects
 =========================================  ===================================================================
 
@@ -50,11 +53,14 @@ NAMED_TRACES: tuple[str, ...] = (
     "sia-philly:N", "sia-saturn:N", "sia-scale:rate_R:N", "sia-scale:scale_Kx:N", "pollux:N",
     "pollux-0.5:N", "pollux-1.5:N", "pollux-2.0:N", "pollux-realistic:N", "pal-philly:N", "pal-blox:NAME",
     "gavel:VC[:SEED]", "gavel-physical:NAME", "tiresias", "philly[:N]", "synthetic[:key=value,...]",
-    "synergy[:key=value,...]",
+    "synergy[:key=value,...]", "gimbal-philly[:seed=S]", "gimbal-alibaba[:seed=S]",
 )
 _POLLUX_VARIANTS = ("0.5", "1.5", "2.0", "realistic")
 _FAMILIES = frozenset({"sia-philly", "sia-saturn", "sia-scale", "pollux", "pal-philly", "pal-blox", "gavel",
-                       "gavel-physical", "tiresias", "philly", "synthetic", "synergy"})
+                       "gavel-physical", "tiresias", "philly", "synthetic", "synergy", "gimbal-philly",
+                       "gimbal-alibaba"})
+#: Source file of each Gimbal trace inside the data directory.
+_GIMBAL_FILES = {"philly": "sia/traces/philly.csv", "alibaba": "alibaba/gpu-v2023/openb_pod_list_default.csv"}
 _SYNTHETIC_KEYS = ("rate", "hours", "seed", "adaptivity", "kind", "jobs", "max_gpus", "ncf_share")
 _NAME = re.compile(r"^[A-Za-z0-9_.+\-]+$")
 
@@ -209,6 +215,13 @@ def _named(head: str, rest: str, spec: str) -> Callable[[], list[JobSpec]] | Non
         from dlsched.traces.synergy import parse_synergy
 
         return lambda: parse_synergy(rest, spec)
+    if head in ("gimbal-philly", "gimbal-alibaba"):
+        from dlsched.traces.gimbal import gimbal_trace
+
+        source = head.removeprefix("gimbal-")
+        options = parse_trace_options(rest, spec, ("seed",), {"seed": int})
+        seed = int(options.get("seed", 1))  # type: ignore[call-overload]
+        return lambda: gimbal_trace(source, _data_file(_GIMBAL_FILES[source], spec), seed)
     return None
 
 

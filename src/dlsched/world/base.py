@@ -36,6 +36,7 @@ from dlsched.catalog import DEFAULT_CLASS, PalConstants
 from dlsched.core import Adaptivity, Cluster, InputError, JobSpec, Placement, ThroughputObservation
 from dlsched.world.calibration import DEFAULT_CALIBRATION, calibration
 from dlsched.world.efficiency import EfficiencyModel
+from dlsched.world.sharing import DEFAULT_ISOLATION, SHARE_CHANGE_S, JobSharing, MpsCurve, SharingModel
 from dlsched.world.stragglers import StragglerEpisodes
 from dlsched.world.throughput import ThroughputModel
 from dlsched.world.variability import GPU_SPEED_SOURCES, GpuSpeeds
@@ -81,6 +82,16 @@ class WorldConfig:
     #: Profiling a new job: local batch sizes tried per GPU type, and steps timed at each.
     profile_batches: int = 5
     profile_steps: int = 20
+    #: Seconds a packed job pauses when the share restriction of one of its workers changes (Gimbal 7.4).
+    share_change_s: float = SHARE_CHANGE_S
+    #: Share of a packed pair's interference that non-overlapping share limits remove
+    #: (:mod:`dlsched.world.sharing`).
+    mps_isolation: float = DEFAULT_ISOLATION
+    #: Curvature ``k`` of the speed-against-share curve (default: 90% of the speed at half the threads);
+    #: ``experiments/mps`` fits a GPU's own.
+    mps_curve_k: float = MpsCurve().k
+    #: A measured curve file (``experiments/mps``) to fit the curve to instead of ``mps_curve_k``.
+    mps_curve: str | None = None
     #: Calibration profile (``params/calibration.json``): per-model slowdowns of iteration time and restart
     #: delays. ``none`` plays the profiles as measured; ``sia-artifact`` plays them as Sia's simulator did.
     #: A cluster preset may name its own default (the ``sia-*`` presets: ``sia-artifact``).
@@ -256,6 +267,9 @@ class World:
         self.episodes = StragglerEpisodes.for_cluster(
             cluster, seed=seed, enabled=self.config.variability and self.config.episodes == "on")
         self._node_speed = cluster.node_speed
+        self._sharing: SharingModel | None = None
+        if self.config.mps_curve:
+            self.sharing  # noqa: B018 - read a measured curve file now, so a bad one stops the run before it starts
         #: (model, GPU type, GPUs, adaptivity, batch size, requested GPUs) -> isolated run time
         self._iso_cache: dict[tuple[str, str, int, Adaptivity, int | None, int], float] = {}
 
@@ -276,9 +290,19 @@ class World:
         raise InputError(f"unknown model '{spec.model}' (a job without duration or iterations must be one of "
                          f"{known})", source=where, field="model")
 
+    @property
+    def sharing(self) -> SharingModel:
+        """How packed workers interfere (:mod:`dlsched.world.sharing`), loaded on first use."""
+        if self._sharing is None:
+            curve = (MpsCurve.from_file(self.config.mps_curve) if self.config.mps_curve
+                     else MpsCurve(self.config.mps_curve_k))
+            self._sharing = SharingModel(curve=curve, isolation=self.config.mps_isolation)
+        return self._sharing
+
     def rate(self, phys: JobPhysics, progress: float, placement: Placement, batch_size: int | None = None,
-             gpu_share: float = 1.0) -> Rate:
-        """Progress rate of a job on exact GPUs: physics x slowest GPU x slowest server x locality."""
+             gpu_share: float = 1.0, sharing: JobSharing | None = None) -> Rate:
+        """Progress rate of a job on exact GPUs: physics x slowest GPU x slowest server x locality, and when
+        its workers share GPUs with other jobs or are restricted, x its packed speed (``sharing``)."""
         if not placement:
             return Rate(0.0)
         cluster = self.cluster
@@ -291,6 +315,8 @@ class World:
         server = float(self._node_speed[nodes].min())
         penalty = phys.spans_nodes_penalty(len(gpus)) if len(node_counts) > 1 else 1.0
         factor = server / (slow * penalty) * gpu_share
+        if sharing is not None:
+            factor *= self.sharing.job_factor(phys.spec.model, sharing)
         return base if factor == 1.0 else _scaled(base, factor)
 
     def episode_slowdown(self, perf_class: str, gpus: tuple[int, ...], t: float) -> float:

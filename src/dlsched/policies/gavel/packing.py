@@ -1,0 +1,204 @@
+"""Gavel's space-sharing policy for makespan (Gavel OSDI'20, section 4.1 "space sharing" with the makespan
+objective), as Gimbal's evaluation runs it: the ``gavel-packing`` preset.
+
+Gavel chooses time fractions ``x_c`` for *combinations* ``c``: each job alone, and pairs of jobs sharing the
+same GPUs. With ``s_j(c)`` job ``j``'s speed in ``c`` relative to running alone and ``R_j`` its remaining run
+time alone, the effective progress rate of ``j`` is ``sum_{c ni j} x_c s_j(c) / R_j``; minimising the makespan
+is maximising the smallest of these rates (every job then finishes by ``1 / t``). The LP::
+
+    max t   s.t.   sum_{c ni j} x_c s_j(c) / R_j >= t     for every job j
+                   sum_{c ni j} x_c <= 1                  for every job j
+                   sum_c x_c g_c <= G                      (GPUs: g_c the combination's GPUs)
+                   x_c >= 0
+
+Gavel packs only jobs of the same GPU count (its scale factor) whose workers fit one GPU's memory together,
+and reads pair speeds from measured co-location throughputs: here the profiled pair table
+(:mod:`dlsched.catalog.colocation`), the input Gavel's simulator is given. Each round, combinations are
+served by priority ``x_c / (rounds received + 1)`` (Gavel's round-based mechanism: the combination furthest
+behind its share goes first) while GPUs last, a job in at most one combination. ``relaxed`` allows pairs of
+unequal GPU counts (the smaller job on part of the larger one's GPUs), the mode Gimbal's evaluation uses.
+
+The allocation hands placement :class:`PairedDemand` s; :class:`GavelPackingPlacement` puts a pair's two
+jobs on the same GPUs (the smaller one on the fewest nodes of the larger one's), keeping a job's GPUs when
+it runs on in the same combination.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+
+from dlsched.catalog.colocation import ColocationTable
+from dlsched.core import ClusterView, Decision, JobView, Placement
+from dlsched.core.packing import PackingState, min_nodes
+from dlsched.policies.placement import FreePool, packed_gpus, start_placement
+from dlsched.policies.stages import AllocationStage, AllocationTraits, Demand, PlacementStage, Plan
+from dlsched.solvers.highs import INF, SparseProblem, solve_sparse
+
+
+@dataclass(frozen=True, slots=True)
+class PairedDemand(Demand):
+    """A demand whose job shares its GPUs with ``partner`` this round (None: alone)."""
+
+    partner: str | None = None
+
+
+def _remaining_s(j: JobView) -> float:
+    rem = j.remaining_estimate_s()
+    return max(1.0, rem if rem is not None else 3600.0)
+
+
+@dataclass
+class GavelPackingAllocation(AllocationStage):
+    """Gavel's makespan LP over single jobs and packed pairs, served round by round (module docstring)."""
+
+    #: Pairs of unequal GPU counts allowed (Gimbal's evaluation mode).
+    relaxed: bool = False
+    name: str = "gavel-packing"
+    traits: ClassVar[AllocationTraits] = AllocationTraits(rigid=True, uses_order=False)
+    #: Rounds each combination received (``frozenset`` of job ids), for the priorities.
+    _received: dict[frozenset[str], int] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._table = ColocationTable.load()
+
+    def combinations(self, view: ClusterView, jobs: list[JobView]) -> list[tuple[str, ...]]:
+        """Every job alone, and every pair Gavel may pack: equal GPU counts (any when ``relaxed``), fitting
+        the smallest GPU memory of the cluster together."""
+        memory = min(t.memory_gb for t in view.cluster.gpu_types.values())
+        combos: list[tuple[str, ...]] = [(j.job_id,) for j in jobs]
+        for a in range(len(jobs)):
+            for b in range(a + 1, len(jobs)):
+                ja, jb = jobs[a], jobs[b]
+                if not self.relaxed and ja.spec.num_gpus != jb.spec.num_gpus:
+                    continue
+                if self._table.memory_gb(ja.spec.model) + self._table.memory_gb(jb.spec.model) > memory:
+                    continue
+                combos.append((ja.job_id, jb.job_id))
+        return combos
+
+    def shares(self, view: ClusterView, jobs: list[JobView]) -> dict[tuple[str, ...], float]:
+        """The LP's time fractions ``x_c`` (module docstring)."""
+        by = {j.job_id: j for j in jobs}
+        combos = self.combinations(view, jobs)
+        index = {j.job_id: i for i, j in enumerate(jobs)}
+        n_jobs, n_c = len(jobs), len(combos)
+        rows, cols, vals = [], [], []
+        for k, combo in enumerate(combos):
+            speeds = (1.0,) if len(combo) == 1 else self._pair(by[combo[0]], by[combo[1]])
+            for j, s in zip(combo, speeds, strict=True):
+                i = index[j]
+                rows += [i, n_jobs + i]
+                cols += [k, k]
+                vals += [s / _remaining_s(by[j]), 1.0]
+            rows.append(2 * n_jobs)
+            cols.append(k)
+            vals.append(float(max(by[j].spec.num_gpus for j in combo)))
+        # column t (last): -t in every progress row
+        for i in range(n_jobs):
+            rows.append(i)
+            cols.append(n_c)
+            vals.append(-1.0)
+        A = sp.csc_matrix((vals, (rows, cols)), shape=(2 * n_jobs + 1, n_c + 1))
+        row_lo = np.concatenate([np.zeros(n_jobs), np.full(n_jobs, -INF), [-INF]])
+        row_hi = np.concatenate([np.full(n_jobs, INF), np.ones(n_jobs), [float(view.cluster.num_gpus)]])
+        cost = np.zeros(n_c + 1)
+        cost[-1] = 1.0
+        problem = SparseProblem(c=cost, A=A, row_lo=row_lo, row_hi=row_hi, col_lo=np.zeros(n_c + 1),
+                                col_hi=np.full(n_c + 1, INF), maximize=True)
+        sol = solve_sparse(problem, integer=False, lp_method="simplex")
+        return {combo: float(sol.x[k]) for k, combo in enumerate(combos) if sol.x[k] > 1e-9}
+
+    def _pair(self, a: JobView, b: JobView) -> tuple[float, float]:
+        got = self._table.pair(a.spec.model, b.spec.model)
+        return got.speed_a, got.speed_b
+
+    def allocate(self, view: ClusterView, ordered: list[JobView]) -> Plan:
+        jobs = [j for j in ordered if j.spec.num_gpus <= view.cluster.num_gpus]
+        if not jobs:
+            return Plan()
+        x = self.shares(view, jobs)
+        by = {j.job_id: j for j in jobs}
+        prio = sorted(x, key=lambda c: (-x[c] / (self._received.get(frozenset(c), 0) + 1), c))
+        used = 0
+        taken: set[str] = set()
+        demands: list[Demand] = []
+        for combo in prio:
+            if taken & set(combo):
+                continue
+            k = max(by[j].spec.num_gpus for j in combo)
+            if used + k > view.cluster.num_gpus:
+                continue
+            used += k
+            taken |= set(combo)
+            self._received[frozenset(combo)] = self._received.get(frozenset(combo), 0) + 1
+            big = max(combo, key=lambda j: (by[j].spec.num_gpus, j))
+            for j in sorted(combo, key=lambda j: j != big):  # the larger job first: its partner packs onto it
+                partner = next((o for o in combo if o != j), None)
+                demands.append(PairedDemand(job=by[j], num_gpus=by[j].spec.num_gpus, batch_size=by[j].spec.batch_size,
+                                            partner=partner))
+        return Plan(demands, info={"gavel_packing_combinations": float(len(x))})
+
+
+@dataclass
+class GavelPackingPlacement(PlacementStage):
+    """Places Gavel's combinations: a pair on the same GPUs, keeping GPUs a combination already runs on."""
+
+    name: str = "gavel-packing"
+    packs: ClassVar[bool] = True
+
+    def place(self, view: ClusterView, plan: Plan) -> Decision:
+        cluster = view.cluster
+        pool, decision, demands = start_placement(view, plan)
+        state = PackingState(cluster)
+        placed: dict[str, Placement] = {}
+        for d in demands:
+            partner = getattr(d, "partner", None)
+            job = d.job.job_id
+            if partner is not None and partner in placed:
+                host = placed[partner]
+                gpus = host if len(host) == d.num_gpus else _part_of(cluster, host, d.num_gpus)
+                if gpus is not None and state.problem_if_added(job, gpus) is None:
+                    placed[job] = gpus
+                    state.add(job, gpus)
+                continue
+            cur = d.job.placement
+            if cur and len(cur) == d.num_gpus and pool.is_free(cur.gpus):
+                gpus_list: list[int] | None = list(cur.gpus)
+            else:
+                gpus_list = _exclusive(pool, d)
+            if gpus_list is None:
+                continue
+            pool.take(gpus_list)
+            placed[job] = Placement.of(gpus_list)
+            state.add(job, placed[job])
+        for d in plan.demands:
+            if d.job.job_id in placed and d.job.job_id not in decision.allocations:
+                decision.place(d.job.job_id, placed[d.job.job_id], d.batch_size)
+        return decision
+
+
+def _exclusive(pool: FreePool, d: Demand) -> list[int] | None:
+    best: tuple[int, list[int]] | None = None
+    for t in pool.allowed_types(d):
+        got = packed_gpus(pool, t, d.num_gpus)
+        if got is not None and (best is None or got[1] < best[0]):
+            best = (got[1], got[0])
+    return None if best is None else best[1]
+
+
+def _part_of(cluster, host: Placement, k: int) -> Placement | None:
+    """``k`` of the host's GPUs on the fewest nodes (most of the host's GPUs per node first)."""
+    by_node: dict[int, list[int]] = {}
+    for g in host.gpus:
+        by_node.setdefault(int(cluster.gpu_node[g]), []).append(g)
+    chosen: list[int] = []
+    for _, gpus in sorted(by_node.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        chosen += gpus[: k - len(chosen)]
+        if len(chosen) == k:
+            break
+    p = Placement.of(chosen)
+    return p if len(chosen) == k and p.num_nodes(cluster) <= min_nodes(cluster, cluster.gpu_type_of[chosen[0]], k) else None

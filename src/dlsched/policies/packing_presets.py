@@ -1,0 +1,61 @@
+"""Registration of the packing stages and the schedulers Gimbal is measured against (section 7).
+
+* ``slurm``: Slurm-style exclusive first-come-first-served: rigid gangs in submission order, consolidated,
+  never preempted or packed;
+* Gandiva with packing (OSDI'18, as Gimbal runs it) is a composition, not yet the ``gandiva`` preset (which
+  the README demo runs as FIFO with non-sticky consolidated placement): ``--policy lucid --ordering edf
+  --placement gandiva`` is first come first served, extended to deadlines by ordering jobs that have one
+  earliest deadline first, with introspective packing (pairs whose measured speeds add up to less than
+  taking turns are unpacked), equal-size jobs unless ``relaxed``;
+* ``gavel-packing``: Gavel's space-sharing policy with the makespan objective (:mod:`dlsched.policies.gavel.packing`);
+* ``lucid``: Lucid (ASPLOS'23) as Gimbal runs it: shortest (expected) job first, packing two jobs when their
+  profiled GPU utilisations and memory footprints allow (Lucid's sharing test), equal-size jobs only; with
+  ``--set relaxed=true`` the relaxed mode of Gimbal's evaluation (unequal packing, looser limit).
+"""
+
+from __future__ import annotations
+
+from dlsched.policies.gavel.packing import GavelPackingAllocation, GavelPackingPlacement
+from dlsched.policies.gimbal import GimbalCoordination
+from dlsched.policies.packing import (
+               EarliestDeadline,
+               GandivaPlacement,
+               PackingGang,
+               PackingPlacement,
+               PackingRules,
+)
+from dlsched.policies.registry import SchedulerEntry, register_scheduler, register_stage
+
+register_stage("allocation", "packing-gang", PackingGang,
+               "rigid gangs in priority order while they fit twice the cluster (two workers per GPU)")
+register_stage("placement", "packing", PackingPlacement,
+               "exclusive consolidated placement, else packed onto a running job Lucid's sharing test accepts")
+register_stage("ordering", "edf", EarliestDeadline,
+               "earliest deadline first; jobs without one after, first come first served")
+register_stage("placement", "gandiva", GandivaPlacement,
+               "Gandiva's introspective packing: packing placement, pairs that run slower than taking turns "
+               "unpacked")
+register_stage("coordination", "packing", PackingRules,
+               "jobs may share GPUs under Gimbal's packing rules; rule-breaking packings run one after another")
+
+register_stage("coordination", "gimbal", GimbalCoordination,
+               "Gimbal: packing rules kept, then per packing set a search of share limits and batch splits "
+               "for the scheduler's objective (squeeze/swell, early exit)")
+
+register_stage("allocation", "gavel-packing", GavelPackingAllocation,
+               "Gavel's space-sharing makespan LP over single jobs and packed pairs, served round by round")
+register_stage("placement", "gavel-packing", GavelPackingPlacement,
+               "places Gavel's combinations: a pair on the same GPUs, combinations keep their GPUs")
+
+register_scheduler("slurm", SchedulerEntry(
+    description="Slurm-style exclusive FCFS: rigid gangs in submission order, consolidated, never packed",
+    ordering="fifo", allocation="gang", placement="packed-sticky"))
+register_scheduler("lucid", SchedulerEntry(
+    description="Lucid: shortest job first, packing equal-size jobs that pass its sharing test on profiled "
+                "GPU utilisation and memory (relaxed=true: unequal packing, Gimbal's evaluation mode)",
+    ordering="sjf", allocation="packing-gang", placement="packing", coordination="packing"))
+register_scheduler("gavel-packing", SchedulerEntry(
+    description="Gavel's packing policy for makespan: LP over time fractions of single jobs and equal-size "
+                "packed pairs (profiled pair speeds), round-based priorities (relaxed=true: unequal pairs)",
+    ordering="fifo", allocation="gavel-packing", placement="gavel-packing", coordination="packing",
+    round_s=360.0))

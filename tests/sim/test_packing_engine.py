@@ -1,0 +1,124 @@
+"""The engine plays packed jobs: rates follow who shares a GPU, changing the moment a partner finishes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dlsched.core import Adaptivity, ClusterView, Decision, JobSpec, Placement
+from dlsched.core.packing import packing_problem
+from dlsched.policies.stages import SchedulerTraits
+from dlsched.sim.engine import Engine, SimConfig
+from dlsched.sim.invariants import PolicyError, check_decision
+from dlsched.world.base import World, WorldConfig
+from dlsched.world.sharing import SHARE_CHANGE_S
+from testkit import small_cluster
+
+
+def job(job_id: str, model: str, gpus: int, duration: float, submit: float = 0.0) -> JobSpec:
+    return JobSpec(job_id=job_id, submit_time_s=submit, model=model, num_gpus=gpus, duration_s=duration,
+                   adaptivity=Adaptivity.RIGID, reference_gpu="a40")
+
+
+class FixedPacking:
+    """Packs the jobs it is given on fixed GPUs every round they are active (share limits optional)."""
+
+    name = "fixed-packing"
+
+    def __init__(self, plan: dict[str, tuple[int, ...]], mps: dict[str, tuple[int, ...]] | None = None,
+                 mps_from_s: float = 0.0, packing: bool = True) -> None:
+        self.plan, self.mps, self.mps_from_s, self.packing = plan, mps or {}, mps_from_s, packing
+
+    @property
+    def traits(self) -> SchedulerTraits:
+        return SchedulerTraits(allows_packing=self.packing)
+
+    def attach_oracle(self, estimator) -> None:
+        pass
+
+    def describe(self) -> str:
+        return self.name
+
+    def schedule(self, view: ClusterView) -> Decision:
+        d = Decision()
+        for j in view.jobs:
+            mps = self.mps.get(j.job_id, ()) if view.time_s >= self.mps_from_s else ()
+            d.place(j.job_id, Placement.of(self.plan[j.job_id]), mps_pct=mps)
+        return d
+
+
+def run(cluster, specs, sched, round_s=60.0):
+    world = World(cluster, WorldConfig(variability=False), seed=0)
+    return {r.job_id: r for r in Engine(cluster, specs, sched, world, SimConfig(round_s=round_s)).run().jobs}
+
+
+CLUSTER = small_cluster((("a40", 1, 2),))
+
+
+def test_a_jobs_rate_changes_the_moment_its_partner_finishes():
+    # resnet50 and vgg19 measured together: 0.45 and 0.81 of their speeds alone
+    specs = [job("long", "resnet50", 1, 600.0), job("short", "vgg19", 1, 100.0)]
+    got = run(CLUSTER, specs, FixedPacking({"long": (0,), "short": (0,)}))
+    t_short = 100.0 / 0.81
+    assert got["short"].finish_s == pytest.approx(t_short)
+    # from then on "long" runs alone, inside the same 60 s round
+    assert got["long"].finish_s == pytest.approx(t_short + (600.0 - 0.45 * t_short))
+
+
+def test_unpacked_jobs_run_at_full_speed():
+    specs = [job("a", "resnet50", 1, 600.0), job("b", "vgg19", 1, 100.0)]
+    got = run(CLUSTER, specs, FixedPacking({"a": (0,), "b": (1,)}))
+    assert got["a"].finish_s == pytest.approx(600.0) and got["b"].finish_s == pytest.approx(100.0)
+
+
+def test_changing_a_share_pauses_the_job_without_a_restart():
+    specs = [job("long", "resnet50", 1, 6000.0), job("squeezed", "vgg19", 1, 60000.0)]
+    plain = run(CLUSTER, specs, FixedPacking({"long": (0,), "squeezed": (0,)}))
+    squeezed = run(CLUSTER, specs, FixedPacking({"long": (0,), "squeezed": (0,)}, {"squeezed": (50,)},
+                                                mps_from_s=60.0))
+    assert squeezed["squeezed"].restarts == 0
+    assert squeezed["long"].finish_s < plain["long"].finish_s  # its partner uses less of the GPU
+    assert squeezed["squeezed"].restart_gpu_s == pytest.approx(SHARE_CHANGE_S)
+
+
+def test_a_scheduler_that_does_not_pack_may_not_share_a_gpu():
+    specs = [job("a", "resnet50", 1, 600.0), job("b", "vgg19", 1, 100.0)]
+    with pytest.raises(PolicyError, match="GPU 0"):
+        run(CLUSTER, specs, FixedPacking({"a": (0,), "b": (0,)}, packing=False))
+
+
+def test_no_packed_pair_exceeds_gpu_memory():
+    specs = {"llm": job("llm", "llama", 1, 600.0), "bert": job("bert", "bert", 1, 600.0)}
+    d = Decision()
+    d.place("llm", Placement.of([0]))
+    d.place("bert", Placement.of([0]))
+    with pytest.raises(PolicyError, match="GB"):
+        check_decision(d, CLUSTER, specs, allows_packing=True, rigid=True, policy="p")
+
+
+BIG = small_cluster((("a40", 4, 2),))
+MODELS = ["resnet18", "resnet50", "mobilenetv2", "efficientnet", "vgg16", "bert", "llama"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(MODELS), st.sampled_from([1, 2, 4]), st.integers(0, 7)),
+                min_size=1, max_size=5), st.booleans())
+def test_two_workers_share_a_gpu_only_under_the_packing_rules(jobs, allows_packing):
+    specs, d = {}, Decision()
+    for i, (model, k, start) in enumerate(jobs):
+        first = min(start - start % k, 8 - k) if k > 1 else start
+        gpus = tuple(range(first, first + k))
+        specs[f"j{i}"] = job(f"j{i}", model, k, 100.0)
+        d.place(f"j{i}", Placement.of(gpus))
+    placements = {j: a.placement for j, a in d.allocations.items()}
+    shared = len({g for p in placements.values() for g in p.gpus}) < sum(len(p) for p in placements.values())
+    try:
+        check_decision(d, BIG, specs, allows_packing=allows_packing, rigid=True, policy="p")
+        accepted = True
+    except PolicyError:
+        accepted = False
+    if not shared:
+        assert accepted
+    elif not allows_packing or packing_problem(placements, BIG) is not None:
+        assert not accepted
