@@ -99,6 +99,10 @@ class AllocationTraits:
     plans_spread: bool = False
     #: Every demand names its GPU type.
     names_gpu_type: bool = False
+    #: Orderings a stage that ranks jobs itself (``uses_order`` False) still follows, as the Hops paper runs
+    #: Sia and Gavel under its latency-ratio queue; the registry hands the ordering's name to the stage's
+    #: ``ordering`` field when it has one.
+    follows_orderings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -270,7 +270,7 @@ def scale_cluster(cluster: Cluster, k: int) -> Cluster:
             nid = len(nodes)
             nodes.append(Node(node_id=nid, gpu_type=node.gpu_type, num_gpus=node.num_gpus,
                               speed_factor=node.speed_factor, rack=None if node.rack is None else f"{node.rack}.{c}",
-                              name=f"{node.gpu_type}-{nid}"))
+                              name=f"{node.gpu_type}-{nid}", host=node.host))
     return dataclasses.replace(cluster, name=f"{cluster.name}-x{k}", nodes=tuple(nodes))
 
 
