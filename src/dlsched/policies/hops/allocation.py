@@ -55,12 +55,23 @@ def service_window(queue: list[JobView], capacity: int) -> list[JobView]:
     return out
 
 
+#: Smallest weight relative to the largest: below it a MILP solver's tolerances cannot tell a weight from 0,
+#: and a job with free GPUs in reach would be left out for nothing.
+MIN_RELATIVE_WEIGHT = 1e-6
+
+
 def priority_weights(priorities: np.ndarray, lam: float) -> np.ndarray:
-    """``(prior + bias) ** lam`` with the paper's bias rule (equation 11)."""
+    """``(prior + bias) ** lam`` with the paper's bias rule (equation 11).
+
+    Computed in logarithms and scaled so that the largest weight is 1 (scaling every weight by one factor
+    does not change the optimum), then floored at :data:`MIN_RELATIVE_WEIGHT`; large ``lam`` would otherwise
+    overflow or vanish in floating point.
+    """
     if len(priorities) == 0:
         return priorities
     bias = 0.0 if np.all(priorities > 0) else abs(float(priorities.min())) + 0.01
-    return np.power(priorities + bias, lam)
+    logs = lam * np.log(priorities + bias)
+    return np.maximum(np.exp(logs - logs.max()), MIN_RELATIVE_WEIGHT)
 
 
 @dataclass
