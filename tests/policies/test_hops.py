@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.testkit import StandInEstimator, small_cluster
 
 from dlsched.core import Adaptivity, ClusterView, InputError, JobSpec, JobStatus, JobView, Placement
 from dlsched.estimators.base import GoodputEstimate
@@ -15,7 +16,6 @@ from dlsched.policies import build_scheduler
 from dlsched.policies.hops.allocation import HopsAllocation, priority_weights, service_window
 from dlsched.policies.hops.configs import type_configs
 from dlsched.policies.hops.ordering import LatencyRatio, expected_runtime_s, latency_ratio
-from tests.testkit import StandInEstimator, small_cluster
 
 
 def job(job_id: str, counts=(1, 2, 4), *, wait=0.0, duration=3600.0, submit=0.0, placement=Placement.empty(),
