@@ -28,6 +28,9 @@ class MultiResourceProblem:
     value: np.ndarray
     capacity: np.ndarray
     num_groups: int
+    #: (a, b) resource pairs that are interchangeable: a solution may as well load ``a`` at least as much as
+    #: ``b``, so that is required (symmetry breaking; it cuts no value from the optimum).
+    ordered: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         self.group = np.asarray(self.group, dtype=np.int64)
@@ -45,9 +48,15 @@ class MultiResourceProblem:
         """Rows: one per group (sum <= 1), then one per resource (usage <= capacity)."""
         n, g = self.num_options, self.num_groups
         pick = sp.csc_matrix((np.ones(n), (self.group, np.arange(n))), shape=(g, n))
-        A = sp.vstack([pick, self.usage], format="csc")
-        row_lo = np.full(g + len(self.capacity), -INF)
-        row_hi = np.concatenate([np.ones(g), self.capacity])
+        blocks = [pick, self.usage]
+        if self.ordered:
+            a = np.array([p[0] for p in self.ordered])
+            b = np.array([p[1] for p in self.ordered])
+            usage = self.usage.tocsr()
+            blocks.append(sp.csr_matrix(usage[a] - usage[b]))
+        A = sp.vstack(blocks, format="csc")
+        row_lo = np.concatenate([np.full(g + len(self.capacity), -INF), np.zeros(len(self.ordered))])
+        row_hi = np.concatenate([np.ones(g), self.capacity, np.full(len(self.ordered), INF)])
         return SparseProblem(c=self.value.copy(), A=A, row_lo=row_lo, row_hi=row_hi, col_lo=np.zeros(n),
                              col_hi=np.ones(n), integer=np.ones(n, dtype=bool), maximize=True)
 
@@ -88,8 +97,11 @@ def solve_multi_assignment(problem: MultiResourceProblem, *, mip_rel_gap: float 
     sol = solve_sparse(problem.to_sparse(), integer=True, mip_rel_gap=mip_rel_gap, time_limit_s=time_limit_s)
     choice = problem.choice_of(sol.x)
     status = sol.status
-    if not problem.is_feasible(choice):
-        choice, status = greedy_choice(problem), f"{sol.status}; greedy"
+    if not sol.optimal or not problem.is_feasible(choice):
+        # stopped early (time limit): keep the incumbent unless the greedy plan is better or it has none
+        greedy = greedy_choice(problem)
+        if not problem.is_feasible(choice) or problem.objective(greedy) > problem.objective(choice):
+            choice, status = greedy, f"{sol.status}; greedy"
     return MultiResourceResult(choice, problem.objective(choice), status, time.perf_counter() - t0)
 
 

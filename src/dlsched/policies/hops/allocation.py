@@ -171,7 +171,8 @@ class HopsAllocation(EstimatingAllocation):
             usage = sp.csc_matrix((np.array(amounts, dtype=float), (rows, col_idx)),
                                   shape=(len(cluster.nodes), len(configs)))
             problem = MultiResourceProblem(group=np.array(group), usage=usage, value=np.array(values),
-                                           capacity=idle.astype(float), num_groups=len(window))
+                                           capacity=idle.astype(float), num_groups=len(window),
+                                           ordered=_interchangeable(view, window, idle))
             result = solve_multi_assignment(problem, mip_rel_gap=self.mip_rel_gap, time_limit_s=self.time_limit_s)
             for i, o in enumerate(result.choice.tolist()):
                 if o < 0:
@@ -190,6 +191,24 @@ class HopsAllocation(EstimatingAllocation):
         """The estimator's throughput of the configuration's shape on its type."""
         out = self.require_estimator().goodput_many(job, c.gpu_type, np.array([[c.num_nodes, c.num_gpus]]))
         return float(out[0])
+
+
+def _interchangeable(view: ClusterView, window: list[JobView], idle: np.ndarray) -> tuple[tuple[int, int], ...]:
+    """Consecutive pairs of servers no plan can tell apart (same GPU type, size, host and idle GPUs, and no
+    job of the window on them, whose current configuration would favour one): the solver may load the
+    earlier one at least as much, which spares it searching mirror images of one plan."""
+    cluster = view.cluster
+    held = {n for j in window if j.placement for n in j.placement.by_node(cluster)}
+    last: dict[tuple[str, int, str, int], int] = {}
+    pairs = []
+    for node in cluster.nodes:
+        if node.node_id in held or idle[node.node_id] <= 0:
+            continue
+        key = (node.gpu_type, node.num_gpus, node.host, int(idle[node.node_id]))
+        if key in last:
+            pairs.append((last[key], node.node_id))
+        last[key] = node.node_id
+    return tuple(pairs)
 
 
 def _current_servers(view: ClusterView, job: JobView) -> tuple[tuple[int, int], ...]:
