@@ -13,7 +13,12 @@ from tests.testkit import StandInEstimator, small_cluster
 from dlsched.core import Adaptivity, ClusterView, InputError, JobSpec, JobStatus, JobView, Placement
 from dlsched.estimators.base import GoodputEstimate
 from dlsched.policies import build_scheduler
-from dlsched.policies.hops.allocation import HopsAllocation, priority_weights, service_window
+from dlsched.policies.hops.allocation import (
+    HopsAllocation,
+    priority_weights,
+    sensitivity_adjustment,
+    service_window,
+)
 from dlsched.policies.hops.configs import type_configs
 from dlsched.policies.hops.ordering import LatencyRatio, expected_runtime_s, latency_ratio
 
@@ -268,3 +273,33 @@ def test_every_plan_respects_requirements_and_capacity(waits, lam):
         for gpus, k in d.spread:
             used[int(cluster.gpu_node[gpus[0]])] += k
     assert np.all(used <= 4)
+
+
+# -- sensitivity adjustment and plans within a round -----------------------------------------------------------
+def test_sensitivity_adjustment_brings_in_exactly_the_jobs_the_rule_names():
+    q = [job(f"q{i}", (m,)) for i, m in enumerate([2, 2, 1, 4, 1, 1, 3, 1])]
+    rho = [2.0, 1.8, 1.9, 1.0, 1.5, 1.1, 1.0, 1.0]  # queue mean 1.4125; window (first 2) mean 1.9
+    # past the boundary: q2 (1.9) too sensitive; q3 (1.0) low but needs 4 GPUs, not less than the 4 idle;
+    # q4 (1.5) too sensitive; q5 (1.1, needs 1) joins: set mean (2.0 + 1.8 + 1.1) / 3 = 1.63, still high;
+    # q6 (1.0, needs 3 < 4) joins: mean 1.475, still high; q7 (1.0, 1 GPU) joins: mean 1.38 <= 1.4125, stop
+    assert sensitivity_adjustment(q, 2, rho, 4) == [0, 1, 5, 6, 7]
+    # a window already no more sensitive than the queue is left alone
+    calm = [1.0, 1.0, 2.0, 2.0, 1.5, 1.5, 1.5, 1.0]  # window mean 1.0 below the queue's 1.4375
+    assert sensitivity_adjustment(q, 2, calm, 4) == [0, 1]
+    assert sensitivity_adjustment(q, 2, [1.0] * 8, 4) == [0, 1]
+
+
+def test_a_plan_inside_the_round_keeps_running_jobs_and_fills_idle_gpus_only():
+    cluster = small_cluster((("v100", 2, 4),))
+    running = job("r", (4,), placement=Placement.of(range(4)))
+    waiting = [job("w1", (2, 4), wait=100), job("w2", (2,), wait=50)]
+    est = TableEstimator({(j.job_id, "v100"): 1.0 for j in [running, *waiting]})
+    view = ClusterView(time_s=30.0, round_s=60.0, cluster=cluster, jobs=[running, *waiting])
+    plan = planner(est).allocate_more(view, [running, *waiting])
+    by_id = {d.job.job_id: d for d in plan.demands}
+    assert by_id["r"].pinned and by_id["r"].num_gpus == 4
+    new = [d for d in plan.demands if not d.pinned]
+    assert all(gpus[0] >= 4 for d in new for gpus, _ in d.spread)  # only server 1's GPUs were idle
+    assert sum(d.num_gpus for d in new) <= 4 and "w1" in by_id
+    off = planner(est, multi_plan=False).allocate_more(view, [running, *waiting])
+    assert [d.job.job_id for d in off.demands] == ["r"]

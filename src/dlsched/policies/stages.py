@@ -103,6 +103,8 @@ class AllocationTraits:
     #: Sia and Gavel under its latency-ratio queue; the registry hands the ordering's name to the stage's
     #: ``ordering`` field when it has one.
     follows_orderings: tuple[str, ...] = ()
+    #: Plans again inside a round when GPUs fall idle (Hops): the stage has ``allocate_more``.
+    plans_within_round: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +127,9 @@ class SchedulerTraits:
     needs_oracle: bool = False
     #: Several jobs may share a GPU (their shares must still sum to at most 1).
     allows_packing: bool = False
+    #: The engine calls ``schedule_more`` whenever a job completes inside a round (Hops's plans within a
+    #: round); the new plans end with the round.
+    plans_within_round: bool = False
 
 
 class Admission(Protocol):
@@ -256,12 +261,25 @@ class StagedScheduler:
     @property
     def traits(self) -> SchedulerTraits:
         return SchedulerTraits(rigid=self.allocation.traits.rigid, needs_oracle=self.allocation.needs_oracle(),
-                               allows_packing=self.coordination.allows_packing)
+                               allows_packing=self.coordination.allows_packing,
+                               plans_within_round=self.allocation.traits.plans_within_round)
 
     def schedule(self, view: ClusterView) -> Decision:
         jobs = self.admission.admit(view)
         ordered = self.ordering.order(view, jobs)
         plan = self.allocation.allocate(view, ordered)
+        decision = self.placement.place(view, plan)
+        decision.info.update(plan.info)
+        return self.coordination.coordinate(view, decision)
+
+    def schedule_more(self, view: ClusterView) -> Decision:
+        """A plan for GPUs that fell idle inside a round (only when ``traits.plans_within_round``): running
+        jobs keep their GPUs, waiting ones may get the idle GPUs."""
+        more = getattr(self.allocation, "allocate_more", None)
+        if more is None:
+            raise TypeError(f"allocation '{self.allocation.name}' does not plan inside a round")
+        jobs = self.admission.admit(view)
+        plan = more(view, self.ordering.order(view, jobs))
         decision = self.placement.place(view, plan)
         decision.info.update(plan.info)
         return self.coordination.coordinate(view, decision)

@@ -327,3 +327,10 @@ class _Observed:
         decision = self._inner.schedule(view)
         self._observe(view, decision)
         return decision
+
+    def schedule_more(self, view: ClusterView) -> Decision:
+        """A plan inside a round (schedulers whose traits say ``plans_within_round``), observed as well."""
+        more: Callable[[ClusterView], Decision] = self._inner.schedule_more  # type: ignore[attr-defined]
+        decision = more(view)
+        self._observe(view, decision)
+        return decision

@@ -19,6 +19,13 @@ One round:
    approach the greedy order (each job in priority order takes its best configuration that still fits).
    A job's current configuration wins ties (a relative 1e-6), so equal plans do not restart jobs.
 
+4. **Plans within the round.** When a job completes inside the round, the engine asks for another plan
+   (:meth:`HopsAllocation.allocate_more`): running jobs keep their GPUs, and the waiting jobs of the window
+   over the idle GPUs are planned onto them by the same ILP; these plans end with the round. Such a plan is
+   for fragments, so the **sensitivity adjustment** widens its window first (:func:`sensitivity_adjustment`);
+   the jobs it brings in return to their places in the next round's queue, which is ordered afresh.
+   ``multi_plan=off`` and ``sensitivity_adjustment=off`` switch these parts off for ablations.
+
 Priorities come from the scheduler's ordering: the latency ratio (eq. 8) under ``latency-ratio``; under
 another ordering the queue position, ``(n - position) / n``. Throughputs come from the goodput estimator
 the run attaches (the simulator's oracle until the section 3.5 estimator and its store are built).
@@ -60,6 +67,29 @@ def service_window(queue: list[JobView], capacity: int) -> list[JobView]:
 MIN_RELATIVE_WEIGHT = 1e-6
 
 
+def sensitivity_adjustment(queue: list[JobView], window_len: int, rho: list[float], idle_gpus: int) -> list[int]:
+    """Section 3.6's sensitivity adjustment for a plan of fragments: the queue positions to plan.
+
+    ``rho_set`` is the mean sensitivity of the jobs in the window (the first ``window_len``), ``rho_queue``
+    that of the whole queue. While ``rho_set > rho_queue``, jobs past the window boundary are judged in
+    queue order: one whose sensitivity is below ``rho_queue`` and whose minimum requirement is less than the
+    idle GPUs joins the window (``rho_set`` is then recomputed); the traversal stops when ``rho_set <=
+    rho_queue`` or the queue ends.
+    """
+    chosen = list(range(window_len))
+    if not queue or window_len == 0:
+        return chosen
+    rho_queue = float(np.mean(rho))
+    total = float(sum(rho[:window_len]))
+    i = window_len
+    while total / len(chosen) > rho_queue and i < len(queue):
+        if rho[i] < rho_queue and queue[i].spec.lower_gpus < idle_gpus:
+            chosen.append(i)
+            total += rho[i]
+        i += 1
+    return chosen
+
+
 def priority_weights(priorities: np.ndarray, lam: float) -> np.ndarray:
     """``(prior + bias) ** lam`` with the paper's bias rule (equation 11).
 
@@ -84,6 +114,10 @@ class HopsAllocation(EstimatingAllocation):
     sensitivity_threshold: float = ranged(1.4, 1.0, 100.0)
     #: Plan only the service window at the head of the queue (off: the whole queue).
     service_window: bool = True
+    #: Plans of fragments inside a round bring low-sensitivity jobs from beyond the window (section 3.6).
+    sensitivity_adjustment: bool = True
+    #: Plan again inside a round whenever a job completes (off: one plan per round, as Sia and Gavel).
+    multi_plan: bool = True
     #: Relative MILP gap (the paper: 0.05%) and time limit per solve.
     mip_rel_gap: float = ranged(5e-4, 0.0, 1.0)
     time_limit_s: float = ranged(10.0, 0.0, 3600.0, lo_open=True)
@@ -91,7 +125,8 @@ class HopsAllocation(EstimatingAllocation):
     #: The scheduler's ordering stage (set by the registry): which priorities weigh the ILP.
     ordering: str = "latency-ratio"
 
-    traits: ClassVar[AllocationTraits] = AllocationTraits(plans_spread=True, names_gpu_type=True)
+    traits: ClassVar[AllocationTraits] = AllocationTraits(plans_spread=True, names_gpu_type=True,
+                                                          plans_within_round=True)
 
     def needs_oracle(self) -> bool:
         return True
@@ -128,22 +163,49 @@ class HopsAllocation(EstimatingAllocation):
 
     # -- one round -----------------------------------------------------------------------------------------
     def allocate(self, view: ClusterView, ordered: list[JobView]) -> Plan:
+        """The round's first plan: every GPU not held for profiling, the whole queue."""
         t0 = time.perf_counter()
-        est = self.require_estimator()
-        est.update(view)
-        cluster = view.cluster
-        idle = np.array([n.num_gpus for n in cluster.nodes], dtype=np.int64)
-        for j in view.jobs:  # GPUs held for profiling are not the planner's
-            if j.profiling and j.placement:
-                for node, gpus in j.placement.by_node(cluster).items():
-                    idle[node] -= len(gpus)
+        self.require_estimator().update(view)
+        idle = _idle(view, held=lambda j: j.profiling)
         queue = [j for j in ordered if not j.profiling]
         prios = self.priorities(view, queue)
-        if self.service_window:
-            window = service_window(queue, int(idle.sum()))
-            prios = prios[:len(window)]
-        else:
-            window = queue
+        window = service_window(queue, int(idle.sum())) if self.service_window else queue
+        plan = self._plan(view, window, prios[:len(window)], idle)
+        plan.info["hops.plan_s"] = time.perf_counter() - t0
+        return plan
+
+    def allocate_more(self, view: ClusterView, ordered: list[JobView]) -> Plan:
+        """A plan for GPUs that fell idle inside the round (fragments, finished jobs): running jobs keep their
+        GPUs; waiting jobs in the window, widened by the sensitivity adjustment, may get the idle ones."""
+        self.require_estimator().update(view)
+        idle = _idle(view, held=lambda j: bool(j.placement))
+        pinned = [Demand(job=j, num_gpus=len(j.placement), gpu_type=view.cluster.gpu_type_of[j.placement.gpus[0]],
+                         batch_size=j.batch_size, pinned=True)
+                  for j in ordered if j.placement and not j.profiling]
+        queue = [j for j in ordered if not j.placement and not j.profiling]
+        if not self.multi_plan or idle.sum() <= 0 or not queue:
+            return Plan(demands=pinned)
+        prios = self.priorities(view, queue)
+        chosen = list(range(len(service_window(queue, int(idle.sum())) if self.service_window else queue)))
+        if self.sensitivity_adjustment:
+            rho = [self.job_sensitivity(view, j) for j in queue]
+            chosen = sensitivity_adjustment(queue, len(chosen), rho, int(idle.sum()))
+        plan = self._plan(view, [queue[i] for i in chosen], prios[chosen], idle)
+        plan.demands = pinned + plan.demands
+        plan.info["hops.extra_plan"] = 1.0
+        return plan
+
+    def job_sensitivity(self, view: ClusterView, job: JobView) -> float:
+        """A job's sensitivity for the adjustment: the mean of equation 10 over the GPU types it accepts that
+        have two servers or more (1 when there are none)."""
+        cluster = view.cluster
+        vals = [self.sensitivity(job, t) for t in cluster.type_names
+                if job.spec.allows_gpu_type(t) and len(cluster.nodes_of_type[t]) >= 2]
+        return float(np.mean(vals)) if vals else 1.0
+
+    def _plan(self, view: ClusterView, window: list[JobView], prios: np.ndarray, idle: np.ndarray) -> Plan:
+        """The priority-weighted ILP (eqs. 11-13) of ``window`` over the ``idle`` GPUs of each server."""
+        cluster = view.cluster
         weights = priority_weights(prios, self.lambda_fairness)
         group, values, cols, configs = [], [], [], []
         for i, job in enumerate(window):
@@ -164,27 +226,27 @@ class HopsAllocation(EstimatingAllocation):
                 cols.append(c.servers)
                 configs.append(c)
         plan = Plan()
-        if configs:
-            rows = [n for servers in cols for n, _ in servers]
-            amounts = [k for servers in cols for _, k in servers]
-            col_idx = [o for o, servers in enumerate(cols) for _ in servers]
-            usage = sp.csc_matrix((np.array(amounts, dtype=float), (rows, col_idx)),
-                                  shape=(len(cluster.nodes), len(configs)))
-            problem = MultiResourceProblem(group=np.array(group), usage=usage, value=np.array(values),
-                                           capacity=idle.astype(float), num_groups=len(window),
-                                           ordered=_interchangeable(view, window, idle))
-            result = solve_multi_assignment(problem, mip_rel_gap=self.mip_rel_gap, time_limit_s=self.time_limit_s)
-            for i, o in enumerate(result.choice.tolist()):
-                if o < 0:
-                    continue
-                c = configs[o]
-                spread = tuple((tuple(cluster.gpus_of_node(n)), k) for n, k in c.servers)
-                plan.demands.append(Demand(job=window[i], num_gpus=c.num_gpus, gpu_type=c.gpu_type,
-                                           num_nodes=c.num_nodes, spread=spread))
-            plan.info["hops.options"] = float(len(configs))
-            plan.info["hops.solve_s"] = result.solve_s
         plan.info["hops.window"] = float(len(window))
-        plan.info["hops.plan_s"] = time.perf_counter() - t0
+        if not configs:
+            return plan
+        rows = [n for servers in cols for n, _ in servers]
+        amounts = [k for servers in cols for _, k in servers]
+        col_idx = [o for o, servers in enumerate(cols) for _ in servers]
+        usage = sp.csc_matrix((np.array(amounts, dtype=float), (rows, col_idx)),
+                              shape=(len(cluster.nodes), len(configs)))
+        problem = MultiResourceProblem(group=np.array(group), usage=usage, value=np.array(values),
+                                       capacity=idle.astype(float), num_groups=len(window),
+                                       ordered=_interchangeable(view, window, idle))
+        result = solve_multi_assignment(problem, mip_rel_gap=self.mip_rel_gap, time_limit_s=self.time_limit_s)
+        for i, o in enumerate(result.choice.tolist()):
+            if o < 0:
+                continue
+            c = configs[o]
+            spread = tuple((tuple(cluster.gpus_of_node(n)), k) for n, k in c.servers)
+            plan.demands.append(Demand(job=window[i], num_gpus=c.num_gpus, gpu_type=c.gpu_type,
+                                       num_nodes=c.num_nodes, spread=spread))
+        plan.info["hops.options"] = float(len(configs))
+        plan.info["hops.solve_s"] = result.solve_s
         return plan
 
     def _throughput(self, job: JobView, c: Config) -> float:
@@ -209,6 +271,17 @@ def _interchangeable(view: ClusterView, window: list[JobView], idle: np.ndarray)
             pairs.append((last[key], node.node_id))
         last[key] = node.node_id
     return tuple(pairs)
+
+
+def _idle(view: ClusterView, held) -> np.ndarray:
+    """Idle GPUs per server: every GPU but those of jobs for which ``held(job)`` is true."""
+    cluster = view.cluster
+    idle = np.array([n.num_gpus for n in cluster.nodes], dtype=np.int64)
+    for j in view.jobs:
+        if j.placement and held(j):
+            for node, gpus in j.placement.by_node(cluster).items():
+                idle[node] -= len(gpus)
+    return idle
 
 
 def _current_servers(view: ClusterView, job: JobView) -> tuple[tuple[int, int], ...]:
