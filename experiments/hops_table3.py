@@ -3,8 +3,8 @@
 Every scheduler runs under Hops's latency-ratio queue, as the paper's baselines did; Gavel gets each job's
 median requirement as a rigid count, Sia a configuration for each requirement. Sia runs twice: with its own
 bootstrapped throughput estimates (its default) and with the simulator's true throughputs (``profiling=oracle``),
-which Hops and Gavel use here. Two Hops rows switch one part off each: the service window, and the
-priority weighting (``lambda_fairness=0``, throughput alone).
+which Hops and Gavel use here. Four Hops rows switch one part off each: the service window, the priority
+weighting (``lambda_fairness=0``, throughput alone), the plans inside a round and the sensitivity adjustment.
 
     python experiments/hops_table3.py --workloads 3
 """
@@ -19,6 +19,8 @@ ROWS: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("Hops", "hops", {}),
     ("Hops, no service window", "hops", {"service_window": "off"}),
     ("Hops, lambda 0", "hops", {"lambda_fairness": "0"}),
+    ("Hops, one plan per round", "hops", {"multi_plan": "off"}),
+    ("Hops, no sensitivity adjustment", "hops", {"sensitivity_adjustment": "off"}),
     ("Sia (bootstrap)", "sia", {}),
     ("Sia (oracle)", "sia", {"profiling": "oracle"}),
     ("Gavel", "gavel", {}),
