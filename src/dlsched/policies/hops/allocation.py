@@ -212,7 +212,7 @@ class HopsAllocation(EstimatingAllocation):
             opts = self.configurations(view, job, idle)
             if not opts:
                 continue
-            gains = np.array([self._throughput(job, c) for c in opts])
+            gains = self._throughputs(job, opts)
             keep = gains > 0
             if not keep.any():
                 continue
@@ -249,10 +249,18 @@ class HopsAllocation(EstimatingAllocation):
         plan.info["hops.solve_s"] = result.solve_s
         return plan
 
-    def _throughput(self, job: JobView, c: Config) -> float:
-        """The estimator's throughput of the configuration's shape on its type."""
-        out = self.require_estimator().goodput_many(job, c.gpu_type, np.array([[c.num_nodes, c.num_gpus]]))
-        return float(out[0])
+    def _throughputs(self, job: JobView, configs: list[Config]) -> np.ndarray:
+        """The estimator's throughput of each configuration's shape on its type (one query per type)."""
+        out = np.zeros(len(configs))
+        by_type: dict[str, list[int]] = {}
+        for i, c in enumerate(configs):
+            by_type.setdefault(c.gpu_type, []).append(i)
+        est = self.require_estimator()
+        for gtype, idx in by_type.items():
+            shapes = np.array([[configs[i].num_nodes, configs[i].num_gpus] for i in idx])
+            uniq, inverse = np.unique(shapes, axis=0, return_inverse=True)
+            out[idx] = np.asarray(est.goodput_many(job, gtype, uniq))[inverse.ravel()]
+        return out
 
 
 def _interchangeable(view: ClusterView, window: list[JobView], idle: np.ndarray) -> tuple[tuple[int, int], ...]:
