@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.testkit import StandInEstimator, small_cluster
 
 from dlsched.core import Adaptivity, ClusterView, InputError, JobSpec, JobStatus, JobView, Placement
 from dlsched.estimators.base import GoodputEstimate
@@ -21,6 +20,7 @@ from dlsched.policies.hops.allocation import (
 )
 from dlsched.policies.hops.configs import type_configs
 from dlsched.policies.hops.ordering import LatencyRatio, expected_runtime_s, latency_ratio
+from testkit import StandInEstimator, small_cluster
 
 
 def job(job_id: str, counts=(1, 2, 4), *, wait=0.0, duration=3600.0, submit=0.0, placement=Placement.empty(),

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from tests.testkit import small_cluster
 
 from dlsched.core import Adaptivity, JobSpec
 from dlsched.policies import build_scheduler
 from dlsched.sim.engine import Engine, SimConfig
 from dlsched.sim.run import attach_oracle
 from dlsched.world.base import World
+from testkit import small_cluster
 
 
 def two_jobs() -> list[JobSpec]:
