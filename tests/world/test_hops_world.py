@@ -94,3 +94,10 @@ def test_unknown_host_is_refused(tmp_path):
     p.write_text("name: x\nnodes:\n  - {gpu_type: rtx3090, count: 1, gpus_per_node: 4, host: dell}\n")
     with pytest.raises(InputError, match="unknown host 'dell'"):
         load_cluster(str(p))
+
+
+def test_hops_jobs_on_a_cluster_without_hops_gpus_are_refused_up_front():
+    from dlsched.clusters import load_cluster as load
+
+    with pytest.raises(InputError, match="runs on 1080ti, titanxp, rtx3090 only"):
+        World(load("sia-hetero-64")).physics(hops_job("vgg11"))

@@ -15,7 +15,8 @@ Requirements (section 4.2, "Baseline Settings"): between 1 and 16 GPUs with up t
 how many choices (1 to 8, uniformly) and then that many distinct counts from the eight a user would name
 (1, 2, 3, 4, 6, 8, 12, 16). The request ``num_gpus`` is the median requirement (the lower middle one for an
 even number), which is what Gavel gets as its rigid count; ``duration_s`` is the run time on that many
-1080Ti GPUs. Batch sizes are Table 2's, per GPU (fixed per-GPU batch mode).
+1080Ti GPUs. Batch sizes are Table 2's, per GPU (fixed per-GPU batch mode). Jobs accept the three GPU types
+of the Hops clusters, the only ones the world has their models on.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ BATCH: dict[str, int] = {
 USER_COUNTS: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16)
 MAX_CHOICES = 8
 REFERENCE_GPU = "1080ti"
+#: The GPU types the Hops world plays (each job accepts them all, and no other).
+GPU_TYPES = ("1080ti", "titanxp", "rtx3090")
 TABLE3_JOBS = 25
 TABLE3_WINDOW_S = 2.5 * 3600.0
 
@@ -68,7 +71,7 @@ def _jobs(rng: np.random.Generator, submit_times: np.ndarray, prefix: str) -> li
             job_id=f"{prefix}{i:04d}", submit_time_s=float(t), model=model, num_gpus=median,
             batch_size=BATCH[model], min_gpus=counts[0], max_gpus=counts[-1],
             adaptivity=Adaptivity.STRONG_SCALING if len(counts) > 1 else Adaptivity.RIGID,
-            duration_s=gpu_hours * 3600.0 / median, reference_gpu=REFERENCE_GPU,
+            duration_s=gpu_hours * 3600.0 / median, reference_gpu=REFERENCE_GPU, gpu_types=GPU_TYPES,
             gpu_counts=counts, per_gpu_batch=True))
     return out
 

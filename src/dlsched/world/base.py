@@ -36,6 +36,7 @@ from dlsched.catalog import DEFAULT_CLASS, PalConstants
 from dlsched.core import Adaptivity, Cluster, InputError, JobSpec, Placement, ThroughputObservation
 from dlsched.world.calibration import DEFAULT_CALIBRATION, calibration
 from dlsched.world.efficiency import EfficiencyModel
+from dlsched.world.hops import GPUS as HOPS_GPUS
 from dlsched.world.hops import HopsPhysics, hops_rate, is_hops_job
 from dlsched.world.stragglers import StragglerEpisodes
 from dlsched.world.throughput import ThroughputModel
@@ -298,6 +299,10 @@ class World:
         """Build the physics for a job, rejecting jobs the world cannot play with a clear error."""
         where = spec.origin or f"job {spec.job_id}"
         if is_hops_job(spec):
+            usable = [t for t in self.cluster.type_names if t in HOPS_GPUS and spec.allows_gpu_type(t)]
+            if not usable:
+                raise InputError(f"model '{spec.model}' of the Hops workload runs on {', '.join(HOPS_GPUS)} "
+                                 f"only, and the cluster has none it accepts", source=where, field="model")
             return HopsJobPhysics(spec, self)
         if spec.iterations is not None:
             return IterationJobPhysics(spec, self)
