@@ -303,3 +303,15 @@ def test_a_plan_inside_the_round_keeps_running_jobs_and_fills_idle_gpus_only():
     assert sum(d.num_gpus for d in new) <= 4 and "w1" in by_id
     off = planner(est, multi_plan=False).allocate_more(view, [running, *waiting])
     assert [d.job.job_id for d in off.demands] == ["r"]
+
+
+def test_under_another_ordering_the_ilp_weighs_queue_positions():
+    cluster, jobs, est = _cluster_and_jobs()
+    view = ClusterView(time_s=0.0, round_s=60.0, cluster=cluster, jobs=jobs)
+    a = planner(est, ordering="las")
+    assert a.priorities(view, jobs).tolist() == pytest.approx([1.0, 0.75, 0.5, 0.25])
+    lr = planner(est).priorities(view, jobs)
+    # the latency ratios themselves: wait over eq. 9's age, the estimate scaled by num_gpus / R_avg
+    # (a: 1440 s over 3600 * 2 / (7/3); b: 720 over 3600 * 2 / 3; c: 360 over 3600 / 2.5; d: 2880 over 3600)
+    assert lr.tolist() == pytest.approx([1440 / (7200 * 3 / 7), 720 / 2400, 360 / 1440, 0.8])
+    assert build_scheduler("hops", ordering="las").allocation.ordering == "las"
