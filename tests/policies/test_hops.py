@@ -178,8 +178,9 @@ def test_large_lambda_follows_the_greedy_queue_order():
     cluster, jobs, est = _cluster_and_jobs()
     view = ClusterView(time_s=0.0, round_s=60.0, cluster=cluster, jobs=jobs)
     ordered = LatencyRatio().order(view, jobs)
-    assert [j.job_id for j in ordered] == ["d", "a", "b", "c"]  # latency ratios 0.8, 0.4, 0.2, 0.1
-    # at lambda 8 each place in the queue weighs 2**8 = 256 times the next, more than any job's gain range
+    assert [j.job_id for j in ordered] == ["d", "a", "b", "c"]  # latency ratios 0.8, 0.47, 0.3, 0.25
+    # at lambda 8 the weights fall 74x, 34x and 4x down the queue: each job ahead outweighs what the ones
+    # behind could gain with its GPUs
     plan = planner(est, lambda_fairness=8.0, mip_rel_gap=0.0).allocate(view, ordered)
     got = {d.job.job_id: (d.gpu_type, d.num_gpus) for d in plan.demands}
     # greedy: d takes 4 v100 on one server (its only count), a its best, 4 v100 on the other server; b and c
