@@ -47,6 +47,18 @@ class NodeGroup(BaseModel):
     speed_factor: float = Field(default=1.0, strict=True, ge=GROUP_RANGES["speed_factor"].lo,
                                 le=GROUP_RANGES["speed_factor"].hi)
     rack: str | None = Field(default=None, strict=True)
+    #: Server model of the group (``sugon-w780g``, ``tigerway-yk8100-8g``, ...): its host CPUs load data at
+    #: the speed the world's host catalog gives (dlsched.world.hops); empty: a nominal host.
+    host: str = Field(default="", strict=True)
+
+    @field_validator("host")
+    @classmethod
+    def _known_host(cls, v: str) -> str:
+        from dlsched.world.hops import HOSTS
+
+        if v and v not in HOSTS:
+            raise ValueError(f"unknown host '{v}' (known: {', '.join(sorted(HOSTS))})")
+        return v
 
     @field_validator("speed_factor", mode="before")
     @classmethod
@@ -105,7 +117,8 @@ class ClusterFile(BaseModel):
             for _ in range(g.count):
                 nid = len(nodes)
                 nodes.append(Node(node_id=nid, gpu_type=g.gpu_type, num_gpus=g.gpus_per_node,
-                                  speed_factor=g.speed_factor, rack=g.rack, name=f"{g.gpu_type}-{nid}"))
+                                  speed_factor=g.speed_factor, rack=g.rack, name=f"{g.gpu_type}-{nid}",
+                                  host=g.host))
         types = {n.gpu_type: KNOWN_GPU_TYPES[n.gpu_type] for n in nodes}
         return Cluster(name=self.name, nodes=tuple(nodes), gpu_types=types, variability=self.variability)
 

@@ -278,3 +278,17 @@ def test_one_run_reports_every_reading_of_ftf_and_the_chosen_one_is_its_ftf():
     assert figures["type/ratio/ideal"]["ftf_max"] == pytest.approx(text.summary["ftf_max"])
     assert figures["cluster/ratio/started"]["ftf_max"] == pytest.approx(started.summary["ftf_max"])
     assert figures["cluster/ratio/started"]["ftf_unfair_frac"] == pytest.approx(started.summary["ftf_unfair_frac"])
+
+
+def test_raqlr_is_the_mean_latency_ratio_of_jobs_finished_in_the_last_hour():
+    from dlsched.sim.metrics import raqlr_series
+
+    def rec(i, finish, lr):
+        return JobRecord(job_id=f"j{i}", model="m", user="u", adaptivity="rigid", requested_gpus=1, submit_s=0.0,
+                         start_s=0.0, finish_s=finish, wait_s=0.0, gpu_s=1.0, restarts=0, restart_gpu_s=0.0,
+                         deadline_s=None, ideal_runtime_s=1.0, latency_ratio=lr)
+
+    jobs = [rec(0, 100.0, 1.0), rec(1, 200.0, 0.0), rec(2, 4000.0, 0.5), rec(3, 8000.0, 0.1), rec(4, None, 9.0)]
+    # at 4000 s both earlier jobs finished more than an hour before; the unfinished job never counts
+    assert raqlr_series(jobs, 3600.0) == pytest.approx([1.0, 0.5, 0.5, 0.1])
+    assert raqlr_series(jobs, 10000.0) == pytest.approx([1.0, 0.5, 0.5, 0.4])

@@ -27,6 +27,9 @@ class Node:
     speed_factor: float = 1.0
     rack: str | None = None
     name: str = ""
+    #: Server model (host CPU, memory, data loading) when servers of one GPU type differ, as in Hops's
+    #: Sugon and TIGERWAY RTX 3090 servers; empty when the cluster does not say.
+    host: str = ""
 
 
 @dataclass(frozen=True)

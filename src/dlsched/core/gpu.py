@@ -23,7 +23,8 @@ class GpuType:
     rank: int
 
 
-#: The GPU types for which dlsched has measured performance data (Sia profiles, PAL variability).
+#: The GPU types for which dlsched has measured performance data (Sia profiles, PAL variability,
+#: the Hops model catalog).
 KNOWN_GPU_TYPES: dict[str, GpuType] = {
     t.name: t
     for t in (
@@ -34,6 +35,10 @@ KNOWN_GPU_TYPES: dict[str, GpuType] = {
         GpuType("a40", 48.0, "NVIDIA A40", 5),
         GpuType("v100", 32.0, "NVIDIA V100", 6),
         GpuType("a100", 40.0, "NVIDIA A100", 7),
+        # The Hops testbed's types (Hops, SoCC'24, section 4.2); ranks tie with the nearest type above.
+        GpuType("1080ti", 11.0, "NVIDIA GTX 1080Ti", 1),
+        GpuType("titanxp", 12.0, "NVIDIA Titan Xp", 2),
+        GpuType("rtx3090", 24.0, "NVIDIA RTX 3090", 4),
     )
 }
 

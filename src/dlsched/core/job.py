@@ -53,6 +53,11 @@ class JobSpec:
     #: Scale-out unit for hybrid-parallel jobs: GPU counts must be multiples of this.
     gpu_unit: int = 1
     priority: float = 1.0
+    #: The GPU counts the user accepts (Hops's user-selectable requirements, ascending); empty: the range
+    #: ``min_gpus..max_gpus`` for elastic jobs, ``num_gpus`` for rigid ones.
+    gpu_counts: tuple[int, ...] = ()
+    #: Fixed per-GPU batch mode: ``batch_size`` is per GPU and the global batch grows with the count.
+    per_gpu_batch: bool = False
     #: Where the job came from (``file:line``), so later errors can name the input line.
     origin: str | None = None
 
@@ -61,6 +66,8 @@ class JobSpec:
         """Largest GPU count the job may be given."""
         if self.adaptivity is Adaptivity.RIGID:
             return self.num_gpus
+        if self.gpu_counts:
+            return max(self.gpu_counts)
         return self.max_gpus if self.max_gpus is not None else max(self.num_gpus, 64)
 
     @property
@@ -68,10 +75,22 @@ class JobSpec:
         """Smallest GPU count the job may be given."""
         if self.adaptivity is Adaptivity.RIGID:
             return self.num_gpus
+        if self.gpu_counts:
+            return min(self.gpu_counts)
         return self.min_gpus
 
     def allows_gpu_count(self, k: int) -> bool:
+        if self.gpu_counts and self.adaptivity is not Adaptivity.RIGID:
+            return k in self.gpu_counts
         return self.lower_gpus <= k <= self.upper_gpus and k % self.gpu_unit == 0
+
+    def requirement_set(self) -> tuple[int, ...]:
+        """Every GPU count the job accepts, ascending (Hops's requirement set ``R``)."""
+        if self.adaptivity is Adaptivity.RIGID:
+            return (self.num_gpus,)
+        if self.gpu_counts:
+            return self.gpu_counts
+        return tuple(k for k in range(self.lower_gpus, self.upper_gpus + 1) if k % self.gpu_unit == 0)
 
     def allows_gpu_type(self, gtype: str) -> bool:
         return not self.gpu_types or gtype in self.gpu_types

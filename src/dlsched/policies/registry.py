@@ -33,7 +33,7 @@ STAGE_KINDS = ("admission", "ordering", "allocation", "placement", "coordination
 #: through their own objective are composed with.
 NEUTRAL_ORDERING = "fifo"
 #: Fields that are not tunables: set by the registry (``name``, ``seed``) or internal.
-_HIDDEN = {"name", "seed", "rng"}
+_HIDDEN = {"name", "seed", "rng", "ordering"}
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,8 @@ def check_range(value: Any, rng: Range | None, key: str, where: str, raw: str | 
             raise InputError(f"{where}: {key.rpartition('.')[2]} must be {rng.phrase}, got {shown}", field=key)
 
 
-def _instantiate(kind: str, name: str, settings: dict[str, str], used: set[str], seed: int) -> Any:
+def _instantiate(kind: str, name: str, settings: dict[str, str], used: set[str], seed: int,
+                 ordering: str = NEUTRAL_ORDERING) -> Any:
     entry = _lookup(kind, name)
     hints = typing.get_type_hints(entry.cls)
     kwargs: dict[str, Any] = dict(entry.fixed)
@@ -217,6 +218,8 @@ def _instantiate(kind: str, name: str, settings: dict[str, str], used: set[str],
         kwargs["seed"] = seed
     if any(f.name == "name" for f in dataclasses.fields(entry.cls)):
         kwargs["name"] = name
+    if kind != "ordering" and any(f.name == "ordering" and f.init for f in dataclasses.fields(entry.cls)):
+        kwargs["ordering"] = ordering
     try:
         return entry.cls(**kwargs)
     except InputError:
@@ -248,11 +251,13 @@ def check_combination(chosen: dict[str, Any], names: dict[str, str], overridden:
         raise InputError(f"placement '{p}' packs jobs onto shared GPUs, which coordination "
                          f"'{names['coordination']}' does not allow (use a coordination that packs, e.g. "
                          f"'packing')", field="placement")
-    if not alloc.traits.uses_order and names["ordering"] != NEUTRAL_ORDERING:
+    if not alloc.traits.uses_order and names["ordering"] != NEUTRAL_ORDERING \
+            and names["ordering"] not in alloc.traits.follows_orderings:
         field_ = "ordering" if "ordering" in overridden or "allocation" not in overridden else "allocation"
         raise InputError(f"ordering '{names['ordering']}' cannot steer allocation '{a}': it ranks jobs "
                          f"through its own objective (the ordering only breaks ties; use "
-                         f"'{NEUTRAL_ORDERING}')", field=field_)
+                         f"{' or '.join(repr(o) for o in (NEUTRAL_ORDERING, *alloc.traits.follows_orderings))})",
+                         field=field_)
 
 
 def build_scheduler(policy: str, *, admission: str | None = None, ordering: str | None = None,
@@ -270,7 +275,7 @@ def build_scheduler(policy: str, *, admission: str | None = None, ordering: str 
     overridden = {k for k, v in given.items() if v is not None and v != entry.stage(k)}
     used: set[str] = set()
     _relaxed_default(names, settings, used)
-    chosen = {k: _instantiate(k, names[k], settings, used, seed) for k in STAGE_KINDS}
+    chosen = {k: _instantiate(k, names[k], settings, used, seed, names["ordering"]) for k in STAGE_KINDS}
     unknown = sorted(set(settings) - used)
     if unknown:
         raise InputError(f"policy '{policy}' ({', '.join(f'{k}={v}' for k, v in names.items())}) has no "

@@ -99,6 +99,12 @@ class AllocationTraits:
     plans_spread: bool = False
     #: Every demand names its GPU type.
     names_gpu_type: bool = False
+    #: Orderings a stage that ranks jobs itself (``uses_order`` False) still follows, as the Hops paper runs
+    #: Sia and Gavel under its latency-ratio queue; the registry hands the ordering's name to the stage's
+    #: ``ordering`` field when it has one.
+    follows_orderings: tuple[str, ...] = ()
+    #: Plans again inside a round when GPUs fall idle (Hops): the stage has ``allocate_more``.
+    plans_within_round: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +131,9 @@ class SchedulerTraits:
     #: The coordination stage measures trial plans through a runtime monitor the run attaches
     #: (:meth:`StagedScheduler.attach_monitor`).
     needs_monitor: bool = False
+    #: The engine calls ``schedule_more`` whenever a job completes inside a round (Hops's plans within a
+    #: round); the new plans end with the round.
+    plans_within_round: bool = False
 
 
 class Admission(Protocol):
@@ -257,12 +266,25 @@ class StagedScheduler:
     def traits(self) -> SchedulerTraits:
         return SchedulerTraits(rigid=self.allocation.traits.rigid, needs_oracle=self.allocation.needs_oracle(),
                                allows_packing=self.coordination.allows_packing,
-                               needs_monitor=bool(getattr(self.coordination, "needs_monitor", False)))
+                               needs_monitor=bool(getattr(self.coordination, "needs_monitor", False)),
+                               plans_within_round=self.allocation.traits.plans_within_round)
 
     def schedule(self, view: ClusterView) -> Decision:
         jobs = self.admission.admit(view)
         ordered = self.ordering.order(view, jobs)
         plan = self.allocation.allocate(view, ordered)
+        decision = self.placement.place(view, plan)
+        decision.info.update(plan.info)
+        return self.coordination.coordinate(view, decision)
+
+    def schedule_more(self, view: ClusterView) -> Decision:
+        """A plan for GPUs that fell idle inside a round (only when ``traits.plans_within_round``): running
+        jobs keep their GPUs, waiting ones may get the idle GPUs."""
+        more = getattr(self.allocation, "allocate_more", None)
+        if more is None:
+            raise TypeError(f"allocation '{self.allocation.name}' does not plan inside a round")
+        jobs = self.admission.admit(view)
+        plan = more(view, self.ordering.order(view, jobs))
         decision = self.placement.place(view, plan)
         decision.info.update(plan.info)
         return self.coordination.coordinate(view, decision)

@@ -52,6 +52,8 @@ from dlsched.world.base import AdaptiveJobPhysics, JobPhysics, Rate, World, slow
 from dlsched.world.sharing import JobSharing
 
 log = logging.getLogger("dlsched.sim")
+#: Most plans a scheduler that plans inside a round may make after the round's first (one per completion).
+MAX_PLANS_PER_ROUND = 64
 
 
 class SimulationStuck(InputError):
@@ -198,19 +200,14 @@ class Engine:
             p0 = time.perf_counter()
             decision = self.scheduler.schedule(view)
             policy_s = time.perf_counter() - p0
-            check_decision(decision, self.cluster, {k: s.job.spec for k, s in self.active.items()},
-                           allows_packing=self.traits.allows_packing, rigid=self.rigid,
-                           policy=self.scheduler.name,
-                           profiling={k for k, s in self.active.items() if s.job.profiling_until_s > t},
-                           current={k: (s.job.placement, s.job.batch_size) for k, s in self.active.items()
-                                    if s.job.placement})
+            self._check(decision, t)
             restarts = self._apply(decision, t)
             t_end = t + cfg.round_s
             if not t_end > t:
                 raise SimulationStuck(f"simulated time cannot advance past {t:g} s with {cfg.round_s:g} s rounds "
                                       f"(the sum does not change in floating point)", field="round_s")
             record = self._round_record(round_no, t, policy_s, restarts, decision.profiles)
-            self._advance(t, t_end)
+            self._advance_round(t, t_end)
             self._check_progress(cfg.stall_rounds)
             self.rounds.append(record)
             round_no += 1
@@ -233,6 +230,49 @@ class Engine:
         return SimulationResult(jobs=records, rounds=self.rounds, segments=self.segments,
                                 num_gpus=self.cluster.num_gpus, sim_wall_s=time.perf_counter() - wall0,
                                 end_time_s=end_t)
+
+    def _check(self, decision, t: float) -> None:
+        """Refuse a decision that breaks an invariant (over-committed GPU, broken gang, bad count)."""
+        check_decision(decision, self.cluster, {k: s.job.spec for k, s in self.active.items()},
+                       allows_packing=self.traits.allows_packing, rigid=self.rigid,
+                       policy=self.scheduler.name,
+                       profiling={k for k, s in self.active.items() if s.job.profiling_until_s > t},
+                       current={k: (s.job.placement, s.job.batch_size) for k, s in self.active.items()
+                                if s.job.placement})
+
+    def _advance_round(self, t: float, t_end: float) -> None:
+        """Advance to the round's end. A scheduler that plans inside a round (Hops) plans again at each
+        completion that frees GPUs, on a view of that moment; its plans end with the round."""
+        more = getattr(self.scheduler, "schedule_more", None)
+        if not self.traits.plans_within_round or more is None:
+            self._advance(t, t_end)
+            return
+        for _ in range(MAX_PLANS_PER_ROUND):
+            t_next = self._next_completion(t, t_end)
+            if t_next is None:
+                break
+            self._advance(t, t_next)
+            t = t_next
+            decision = more(self._view(t))
+            self._check(decision, t)
+            self._apply(decision, t)
+        self._advance(t, t_end)
+
+    def _next_completion(self, t: float, t_end: float) -> float | None:
+        """The earliest time in (t, t_end) at which a running job completes, or None."""
+        first: float | None = None
+        for st in self.active.values():
+            j = st.job
+            if not j.placement:
+                continue
+            rate = self._rate(st)
+            if not (math.isfinite(rate.work_per_s) and rate.work_per_s > 0):
+                continue
+            start = min(max(t, j.restart_until_s), t_end)
+            end, _, _ = self._progress(st, rate, start, t_end)
+            if t < end < t_end and (first is None or end < first):
+                first = end
+        return first
 
     # -- applying a decision ---------------------------------------------------------------------------
     def _apply(self, decision, t: float) -> int:

@@ -42,6 +42,26 @@ __all__ = [
     "summarize",
 ]
 
+#: Window of the recent average queue latency ratio (Hops eq. 7): jobs that finished in the last hour.
+RAQLR_WINDOW_S = 3600.0
+
+
+def raqlr_series(jobs: Sequence[JobRecord], window_s: float = RAQLR_WINDOW_S) -> list[float]:
+    """Hops's recent average queue latency ratio (eq. 7) at every job completion: the mean latency ratio of
+    the jobs that finished within the ``window_s`` before it (the finishing job included)."""
+    done = sorted((j.finish_s, j.latency_ratio) for j in jobs
+                  if j.finish_s is not None and j.latency_ratio is not None)
+    out: list[float] = []
+    lo, total = 0, 0.0
+    for hi, (t, lr) in enumerate(done):
+        total += lr
+        while done[lo][0] < t - window_s:
+            total -= done[lo][1]
+            lo += 1
+        out.append(total / (hi - lo + 1))
+    return out
+
+
 #: Keys of :func:`summarize`'s result, in the order reports and CSVs show them.
 SUMMARY_KEYS: tuple[str, ...] = (
     "jobs",
@@ -58,6 +78,8 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "ftf_unfair_frac",
     "latency_ratio_max",
     "latency_ratio_avg",
+    "raqlr",
+    "raqlr_max",
     "fragments_per_round",
     "deadline_met_frac",
     "policy_time_median_s",
@@ -381,6 +403,8 @@ def summarize(jobs: list[JobRecord], rounds: list[RoundRecord], *, num_gpus: int
     * ``utilization``: see :func:`_utilization` (jobs' GPU-seconds when all finished, else the rounds).
     * ``ftf_unfair_frac`` = share of completed jobs *with an ftf value* whose rho > 1 (Sia's unfair job
       fraction); ``latency_ratio_*`` over jobs with a latency ratio; None when there are none.
+    * ``raqlr`` and ``raqlr_max``: mean and largest of Hops's recent average queue latency ratio
+      (:func:`raqlr_series`, window :data:`RAQLR_WINDOW_S`) over the completions; None without any.
     * ``deadline_met_frac`` = share of jobs with a deadline that finished by it (an unfinished job missed
       it); None when no job has a deadline so "no deadlines" is not mistaken for "all met".
     * Percentiles use numpy's default linear interpolation.
@@ -399,6 +423,7 @@ def summarize(jobs: list[JobRecord], rounds: list[RoundRecord], *, num_gpus: int
 
     ftfs = [j.ftf for j in done if j.ftf is not None]
     lrs = [j.latency_ratio for j in jobs if j.latency_ratio is not None]
+    raqlr = raqlr_series(jobs, RAQLR_WINDOW_S)
     with_deadline = [j for j in jobs if j.deadline_s is not None]
     met = sum(1 for j in with_deadline
               if j.finish_s is not None and j.deadline_s is not None and j.finish_s <= j.deadline_s + _DEADLINE_EPS_S)
@@ -419,6 +444,8 @@ def summarize(jobs: list[JobRecord], rounds: list[RoundRecord], *, num_gpus: int
         "ftf_unfair_frac": float(sum(1 for x in ftfs if x > 1.0) / len(ftfs)) if ftfs else None,
         "latency_ratio_max": _f(max(lrs)) if lrs else None,
         "latency_ratio_avg": _mean(lrs),
+        "raqlr": _mean(raqlr) if raqlr else None,
+        "raqlr_max": _f(max(raqlr)) if raqlr else None,
         "fragments_per_round": _mean([r.fragments for r in rounds]),
         "deadline_met_frac": float(met / len(with_deadline)) if with_deadline else None,
         "policy_time_median_s": _pct(policy, 50),

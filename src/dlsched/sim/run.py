@@ -274,7 +274,7 @@ def scale_cluster(cluster: Cluster, k: int) -> Cluster:
             nid = len(nodes)
             nodes.append(Node(node_id=nid, gpu_type=node.gpu_type, num_gpus=node.num_gpus,
                               speed_factor=node.speed_factor, rack=None if node.rack is None else f"{node.rack}.{c}",
-                              name=f"{node.gpu_type}-{nid}"))
+                              name=f"{node.gpu_type}-{nid}", host=node.host))
     return dataclasses.replace(cluster, name=f"{cluster.name}-x{k}", nodes=tuple(nodes))
 
 
@@ -332,5 +332,12 @@ class _Observed:
 
     def schedule(self, view: ClusterView) -> Decision:
         decision = self._inner.schedule(view)
+        self._observe(view, decision)
+        return decision
+
+    def schedule_more(self, view: ClusterView) -> Decision:
+        """A plan inside a round (schedulers whose traits say ``plans_within_round``), observed as well."""
+        more: Callable[[ClusterView], Decision] = self._inner.schedule_more  # type: ignore[attr-defined]
+        decision = more(view)
         self._observe(view, decision)
         return decision

@@ -160,3 +160,44 @@ def parse_gpu_types(value: object, source: str, line: int | None) -> tuple[str, 
         raise InputError(f"empty GPU type in {value!r}", source=source, line=line, field="gpu_types")
     return tuple(check_gpu_type(p, "gpu_types", source, line) for p in names)
 
+
+
+def parse_gpu_counts(value: object, source: str, line: int | None) -> tuple[int, ...]:
+    """``"2;4;8"`` -> ``(2, 4, 8)``: the GPU counts a job accepts, ascending and without repeats."""
+    if is_missing(value):
+        return ()
+    parts = [p.strip() for p in str(value).split(GPU_TYPES_SEP)]
+    counts = [parse_int(p, "gpu_counts", source, line, required=True) for p in parts]
+    rng = JOB_RANGES["num_gpus"]
+    for k in counts:
+        if k is None or k not in rng:
+            raise InputError(f"every count must be {rng.phrase}, got {value!r}", source=source, line=line,
+                             field="gpu_counts")
+    return tuple(sorted({int(k) for k in counts if k is not None}))
+
+
+def level_counts(lo: int, hi: int, levels: int, source: str, line: int | None) -> tuple[int, ...]:
+    """At most ``levels`` GPU counts spaced evenly from ``lo`` to ``hi`` (both included, rounded)."""
+    if not 1 <= levels <= MAX_JOB_GPUS:
+        raise InputError(f"must be a whole number in [1, {MAX_JOB_GPUS}], got {levels}", source=source, line=line,
+                         field="gpu_levels")
+    if hi < lo:
+        raise InputError(f"max_gpus {hi} is below min_gpus {lo}", source=source, line=line, field="max_gpus")
+    if levels == 1 or hi == lo:
+        return (lo,)
+    step = (hi - lo) / (levels - 1)
+    return tuple(sorted({int(round(lo + i * step)) for i in range(levels)}))
+
+
+def parse_bool(value: object, field: str, source: str, line: int | None) -> bool:
+    """``true/false``, ``yes/no``, ``1/0``; empty is false."""
+    if is_missing(value):
+        return False
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "1", "1.0", "on"):
+        return True
+    if text in ("false", "no", "0", "0.0", "off"):
+        return False
+    raise InputError(f"expected true or false, got {value!r}", source=source, line=line, field=field)

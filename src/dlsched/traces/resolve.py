@@ -27,6 +27,10 @@ spec                                       trace
 ``gimbal-philly[:seed=S]``                 :func:`~dlsched.traces.gimbal.gimbal_trace`: Gimbal's 150-job
                                            Philly-derived trace (default seed 1)
 ``gimbal-alibaba[:seed=S]``                Gimbal's 300-job Alibaba-derived trace
+``hops[:jobs=N,rate=R,seed=S]``            :func:`~dlsched.traces.hops.hops_trace` (Hops Table 4: 500 jobs
+                                           at 100 jobs/h by default)
+``hops-table3[:seed=S]``                   :func:`~dlsched.traces.hops.hops_table3_trace` (Hops Table 3:
+                                           25 jobs over 2.5 hours)
 anything else                              a trace file in any format :func:`read_trace` detects
 =========================================  ===================================================================
 
@@ -53,12 +57,13 @@ NAMED_TRACES: tuple[str, ...] = (
     "sia-philly:N", "sia-saturn:N", "sia-scale:rate_R:N", "sia-scale:scale_Kx:N", "pollux:N",
     "pollux-0.5:N", "pollux-1.5:N", "pollux-2.0:N", "pollux-realistic:N", "pal-philly:N", "pal-blox:NAME",
     "gavel:VC[:SEED]", "gavel-physical:NAME", "tiresias", "philly[:N]", "synthetic[:key=value,...]",
-    "synergy[:key=value,...]", "gimbal-philly[:seed=S]", "gimbal-alibaba[:seed=S]",
+    "synergy[:key=value,...]", "gimbal-philly[:seed=S]", "gimbal-alibaba[:seed=S]", "hops[:jobs=N,rate=R,seed=S]",
+    "hops-table3[:seed=S]",
 )
 _POLLUX_VARIANTS = ("0.5", "1.5", "2.0", "realistic")
 _FAMILIES = frozenset({"sia-philly", "sia-saturn", "sia-scale", "pollux", "pal-philly", "pal-blox", "gavel",
                        "gavel-physical", "tiresias", "philly", "synthetic", "synergy", "gimbal-philly",
-                       "gimbal-alibaba"})
+                       "gimbal-alibaba", "hops", "hops-table3"})
 #: Source file of each Gimbal trace inside the data directory.
 _GIMBAL_FILES = {"philly": "sia/traces/philly.csv", "alibaba": "alibaba/gpu-v2023/openb_pod_list_default.csv"}
 _SYNTHETIC_KEYS = ("rate", "hours", "seed", "adaptivity", "kind", "jobs", "max_gpus", "ncf_share")
@@ -211,6 +216,10 @@ def _named(head: str, rest: str, spec: str) -> Callable[[], list[JobSpec]] | Non
         return load
     if head == "synthetic":
         return lambda: _parse_synthetic(rest, spec)
+    if head in ("hops", "hops-table3"):
+        from dlsched.traces.hops import parse_hops
+
+        return lambda: parse_hops(head, rest, spec)
     if head == "synergy":
         from dlsched.traces.synergy import parse_synergy
 

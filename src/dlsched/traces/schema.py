@@ -30,7 +30,15 @@ column             default   meaning
 ``gpu_types``      empty     ``;``-separated GPU types the job accepts (``a100;v100``); empty means any
 ``gpu_unit``       1         scale-out unit: GPU counts must be multiples of it (``num_gpus`` included)
 ``priority``       1.0       scheduling weight (> 0)
+``gpu_counts``     empty     ``;``-separated GPU counts an elastic job accepts (``2;4;8``: Hops's
+                             user-selectable requirements); ``num_gpus`` must be one of them
+``gpu_levels``     empty     with ``min_gpus`` and ``max_gpus`` of an elastic job: at most this many
+                             counts spaced evenly between the bounds (read into ``gpu_counts``)
+``per_gpu_batch``  false     ``true``: ``batch_size`` is per GPU and the global batch grows with the count
 =================  ========  ==========================================================================
+
+A job without ``gpu_counts`` or ``gpu_levels`` keeps its old meaning: rigid jobs run on ``num_gpus``,
+elastic ones anywhere in ``min_gpus..max_gpus``.
 
 A job that gives neither ``duration_s`` nor ``iterations`` is an adaptive-model job (Sia/Pollux): it trains
 until its model reaches its statistical target.
@@ -60,8 +68,11 @@ from dlsched.core.errors import InputError
 from dlsched.core.job import Adaptivity, JobSpec
 from dlsched.traces.cells import (
     GPU_TYPES_SEP,
+    level_counts,
     parse_adaptivity,
+    parse_bool,
     parse_float,
+    parse_gpu_counts,
     parse_gpu_types,
     parse_int,
     parse_text,
@@ -81,6 +92,7 @@ __all__ = ["COLUMNS", "REQUIRED_COLUMNS", "check_spec", "from_frame", "parse_tra
 COLUMNS: tuple[str, ...] = (
     "job_id", "submit_time_s", "model", "num_gpus", "batch_size", "min_gpus", "max_gpus", "adaptivity",
     "deadline_s", "user", "duration_s", "iterations", "reference_gpu", "gpu_types", "gpu_unit", "priority",
+    "gpu_counts", "gpu_levels", "per_gpu_batch",
 )
 #: Columns a canonical file must have; the others may be left out and take their defaults.
 REQUIRED_COLUMNS: tuple[str, ...] = ("job_id", "submit_time_s", "model", "num_gpus")
@@ -98,6 +110,18 @@ def spec_from_record(rec: Mapping[str, object], source: str, line: int) -> JobSp
     gpu_unit = parse_int(get("gpu_unit"), "gpu_unit", source, line)
     priority = parse_float(get("priority"), "priority", source, line)
     reference = parse_text(get("reference_gpu"), "reference_gpu", source, line, default="v100")
+    max_gpus = parse_int(get("max_gpus"), "max_gpus", source, line)
+    adaptivity = parse_adaptivity(get("adaptivity"), source, line)
+    counts = parse_gpu_counts(get("gpu_counts"), source, line)
+    levels = parse_int(get("gpu_levels"), "gpu_levels", source, line)
+    if levels is not None:
+        if counts:
+            raise InputError("give either gpu_counts or gpu_levels (with min_gpus and max_gpus), not both",
+                             source=source, line=line, field="gpu_levels")
+        if max_gpus is None:
+            raise InputError("gpu_levels needs max_gpus (the upper bound of the levels)", source=source,
+                             line=line, field="gpu_levels")
+        counts = level_counts(1 if min_gpus is None else min_gpus, max_gpus, levels, source, line)
     spec = JobSpec(
         job_id=req_text(get("job_id"), "job_id", source, line),
         submit_time_s=submit,
@@ -105,8 +129,8 @@ def spec_from_record(rec: Mapping[str, object], source: str, line: int) -> JobSp
         num_gpus=num_gpus,
         batch_size=parse_int(get("batch_size"), "batch_size", source, line),
         min_gpus=1 if min_gpus is None else min_gpus,
-        max_gpus=parse_int(get("max_gpus"), "max_gpus", source, line),
-        adaptivity=parse_adaptivity(get("adaptivity"), source, line),
+        max_gpus=max_gpus,
+        adaptivity=adaptivity,
         deadline_s=parse_float(get("deadline_s"), "deadline_s", source, line),
         user=parse_text(get("user"), "user", source, line, default="default") or "default",
         duration_s=parse_float(get("duration_s"), "duration_s", source, line),
@@ -115,6 +139,8 @@ def spec_from_record(rec: Mapping[str, object], source: str, line: int) -> JobSp
         gpu_types=parse_gpu_types(get("gpu_types"), source, line),
         gpu_unit=1 if gpu_unit is None else gpu_unit,
         priority=1.0 if priority is None else priority,
+        gpu_counts=counts,
+        per_gpu_batch=parse_bool(get("per_gpu_batch"), "per_gpu_batch", source, line),
         origin=f"{source}:{line}",
     )
     return check_spec(spec, source, line)
@@ -134,6 +160,7 @@ def _cells(spec: JobSpec) -> list[str]:
         num(None if spec.duration_s is None else float(spec.duration_s)),
         num(None if spec.iterations is None else float(spec.iterations)), spec.reference_gpu,
         GPU_TYPES_SEP.join(spec.gpu_types), num(spec.gpu_unit), num(float(spec.priority)),
+        GPU_TYPES_SEP.join(str(k) for k in spec.gpu_counts), "", "true" if spec.per_gpu_batch else "",
     ]
 
 
@@ -146,15 +173,17 @@ def to_frame(specs: Iterable[JobSpec]) -> pd.DataFrame:
             "adaptivity": Adaptivity(s.adaptivity).value, "deadline_s": s.deadline_s, "user": s.user,
             "duration_s": s.duration_s, "iterations": s.iterations, "reference_gpu": s.reference_gpu,
             "gpu_types": GPU_TYPES_SEP.join(s.gpu_types), "gpu_unit": s.gpu_unit, "priority": float(s.priority),
+            "gpu_counts": GPU_TYPES_SEP.join(str(k) for k in s.gpu_counts), "gpu_levels": None,
+            "per_gpu_batch": s.per_gpu_batch,
         }
         for s in specs
     ]
     df = pd.DataFrame(rows, columns=list(COLUMNS))
-    for col in ("num_gpus", "batch_size", "min_gpus", "max_gpus", "gpu_unit"):
+    for col in ("num_gpus", "batch_size", "min_gpus", "max_gpus", "gpu_unit", "gpu_levels"):
         df[col] = df[col].astype("Int64")
     for col in ("submit_time_s", "deadline_s", "duration_s", "iterations", "priority"):
         df[col] = df[col].astype("float64")
-    for col in ("job_id", "model", "adaptivity", "user", "reference_gpu", "gpu_types"):
+    for col in ("job_id", "model", "adaptivity", "user", "reference_gpu", "gpu_types", "gpu_counts"):
         df[col] = df[col].astype(object)
     return df
 

@@ -54,11 +54,25 @@ def check_spec(spec: JobSpec, source: str | None = None, line: int | None = None
             raise bad(f"num_gpus {spec.num_gpus} is below min_gpus {spec.min_gpus}", "num_gpus")
         if spec.max_gpus is not None and spec.num_gpus > spec.max_gpus:
             raise bad(f"num_gpus {spec.num_gpus} is above max_gpus {spec.max_gpus}", "num_gpus")
+    if spec.gpu_counts:
+        if Adaptivity(spec.adaptivity) == Adaptivity.RIGID and spec.gpu_counts != (spec.num_gpus,):
+            raise bad(f"a rigid job runs on num_gpus only, yet gpu_counts lists {_counts(spec.gpu_counts)}; "
+                      f"make it elastic (adaptivity strong-scaling) or leave gpu_counts empty", "gpu_counts")
+        if spec.num_gpus not in spec.gpu_counts:
+            raise bad(f"num_gpus {spec.num_gpus} is not one of gpu_counts {_counts(spec.gpu_counts)}", "num_gpus")
+        odd = [k for k in spec.gpu_counts if k % spec.gpu_unit]
+        if odd:
+            raise bad(f"gpu_counts {_counts(spec.gpu_counts)}: {odd[0]} is not a multiple of gpu_unit "
+                      f"{spec.gpu_unit}", "gpu_counts")
     if spec.deadline_s is not None:
         if spec.deadline_s < spec.submit_time_s:
             raise bad(f"deadline {spec.deadline_s:g} s precedes submission at {spec.submit_time_s:g} s",
                       "deadline_s")
     return spec
+
+
+def _counts(counts: tuple[int, ...]) -> str:
+    return GPU_TYPES_SEP.join(str(k) for k in counts)
 
 
 def check_unique_ids(specs: Sequence[JobSpec], source: str) -> None:

@@ -36,6 +36,8 @@ from dlsched.catalog import DEFAULT_CLASS, PalConstants
 from dlsched.core import Adaptivity, Cluster, InputError, JobSpec, Placement, ThroughputObservation
 from dlsched.world.calibration import DEFAULT_CALIBRATION, calibration
 from dlsched.world.efficiency import EfficiencyModel
+from dlsched.world.hops import GPUS as HOPS_GPUS
+from dlsched.world.hops import HopsPhysics, hops_rate, is_hops_job
 from dlsched.world.sharing import DEFAULT_ISOLATION, SHARE_CHANGE_S, JobSharing, MpsCurve, SharingModel
 from dlsched.world.stragglers import StragglerEpisodes
 from dlsched.world.throughput import ThroughputModel
@@ -250,6 +252,39 @@ class DurationJobPhysics(JobPhysics):
         return math.inf if share <= 0 else self.total_work / (self._type_speed(gpu_type) * share)
 
 
+class HopsJobPhysics(JobPhysics):
+    """A job of the Hops workload (:mod:`dlsched.world.hops`): work in samples, iteration time from its
+    components, the hosts of the exact servers gating it."""
+
+    def __init__(self, spec: JobSpec, world: World) -> None:
+        super().__init__(spec, world)
+        per_node = {t: max(world.cluster.nodes[n].num_gpus for n in ids)
+                    for t, ids in world.cluster.nodes_of_type.items()}
+        self.hops = HopsPhysics(spec, per_node)
+        self.total_work = self.hops.total_samples()
+        self.restart_delay_s = world.config.default_restart_delay_s
+        self.perf_class = world.speeds.class_of(spec.model)
+
+    def base_rate(self, progress, gpu_type, node_counts, batch_size):
+        return hops_rate(self.hops, self.world, gpu_type, node_counts)
+
+    def rate_on(self, gpu_type: str, node_counts: tuple[int, ...], nodes: np.ndarray) -> Rate:
+        """The rate on exact servers (their hosts gate the job)."""
+        return hops_rate(self.hops, self.world, gpu_type, node_counts, nodes)
+
+    def estimated_duration_s(self) -> float | None:
+        return self.spec.duration_s
+
+    def isolated_runtime_s(self, gpu_type, num_gpus):
+        per_node = max((n.num_gpus for n in self.world.cluster.nodes if n.gpu_type == gpu_type), default=1)
+        counts = [k for k in sorted(set(self.spec.gpu_counts or (self.spec.num_gpus,))) if k <= max(1, num_gpus)]
+        best = max((self.hops.samples_per_s(gpu_type, _packed_counts(k, per_node)) for k in counts), default=0.0)
+        if not counts:
+            k = self.spec.lower_gpus
+            best = self.hops.samples_per_s(gpu_type, _packed_counts(k, per_node)) * num_gpus / k
+        return math.inf if best <= 0 else self.total_work / best
+
+
 class World:
     """The truth for one simulated cluster: job physics plus per-GPU and per-server speeds."""
 
@@ -277,6 +312,12 @@ class World:
     def physics(self, spec: JobSpec) -> JobPhysics:
         """Build the physics for a job, rejecting jobs the world cannot play with a clear error."""
         where = spec.origin or f"job {spec.job_id}"
+        if is_hops_job(spec):
+            usable = [t for t in self.cluster.type_names if t in HOPS_GPUS and spec.allows_gpu_type(t)]
+            if not usable:
+                raise InputError(f"model '{spec.model}' of the Hops workload runs on {', '.join(HOPS_GPUS)} "
+                                 f"only, and the cluster has none it accepts", source=where, field="model")
+            return HopsJobPhysics(spec, self)
         if spec.iterations is not None:
             return IterationJobPhysics(spec, self)
         if spec.duration_s is not None:
@@ -309,9 +350,12 @@ class World:
         gpus = placement.gpus
         gtype = cluster.gpu_type_of[gpus[0]]
         node_counts = placement.node_counts(cluster)
-        base = phys.base_rate(progress, gtype, node_counts, batch_size)
-        slow = self.speeds.slowest(phys.perf_class, gpus)
         nodes = cluster.gpu_node[list(gpus)]
+        if isinstance(phys, HopsJobPhysics):
+            base = phys.rate_on(gtype, node_counts, np.unique(nodes))
+        else:
+            base = phys.base_rate(progress, gtype, node_counts, batch_size)
+        slow = self.speeds.slowest(phys.perf_class, gpus)
         server = float(self._node_speed[nodes].min())
         penalty = phys.spans_nodes_penalty(len(gpus)) if len(node_counts) > 1 else 1.0
         factor = server / (slow * penalty) * gpu_share
@@ -374,6 +418,10 @@ class World:
                     step, sync = tm.step_time(model, gtype, counts, int(b), 1)
                     step, sync = step * phys.slowdown, sync * phys.slowdown
                     measured.append((int(b), step / factor, sync))
+            elif isinstance(phys, HopsJobPhysics):
+                rate = self.rate(phys, 0.0, part)
+                if rate.work_per_s > 0:  # a Hops job times its iterations at its per-GPU batch
+                    measured.append((phys.hops.batch, rate.step_time_s, 0.0))
             else:
                 rate = self.rate(phys, 0.0, part, phys.spec.batch_size)
                 if rate.work_per_s > 0:

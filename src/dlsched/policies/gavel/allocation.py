@@ -108,8 +108,13 @@ class GavelAllocation(EstimatingAllocation):
     #: LP algorithm: ``ipm`` behaves like Gavel's interior-point solver, ``simplex`` returns a vertex.
     lp_method: str = "ipm"
     name: str = "gavel"
+    #: The scheduler's ordering stage (set by the registry): under ``latency-ratio`` leases go to jobs in
+    #: that queue's order, each on the type its LP time fractions favour (the Hops paper's Gavel baseline);
+    #: under ``fifo`` Gavel ranks jobs by its own priorities.
+    ordering: str = "fifo"
 
-    traits: ClassVar[AllocationTraits] = AllocationTraits(rigid=True, uses_order=False, names_gpu_type=True)
+    traits: ClassVar[AllocationTraits] = AllocationTraits(rigid=True, uses_order=False, names_gpu_type=True,
+                                                          follows_orderings=("latency-ratio",))
 
     def __post_init__(self) -> None:
         for field_name, allowed in (("objective", OBJECTIVES), ("lp_method", LP_METHODS),
@@ -188,7 +193,8 @@ class GavelAllocation(EstimatingAllocation):
             self._lease_start = view.time_s
             if self._profiles_jobs():
                 self._profile(view, free, plan, new_only=True)
-            self._leases = self._new_lease(view, free, plan)
+            queue = {j.job_id: i for i, j in enumerate(ordered)} if self.ordering != "fifo" else None
+            self._leases = self._new_lease(view, free, plan, queue)
         else:
             self._leases = {k: g for k, g in self._leases.items() if k in active and not active[k].profiling}
             for k, g in self._leases.items():
@@ -241,8 +247,13 @@ class GavelAllocation(EstimatingAllocation):
             if shapes:
                 plan.profiles.append(ProfileRequest(j, tuple(shapes)))
 
-    def _new_lease(self, view: ClusterView, free: dict[str, int], plan: Plan) -> dict[str, str]:
-        """Solve the LP, rank (job, type) pairs by priority and hand out leases; job -> type, biggest first."""
+    def _new_lease(self, view: ClusterView, free: dict[str, int], plan: Plan,
+                   queue: dict[str, int] | None = None) -> dict[str, str]:
+        """Solve the LP, rank (job, type) pairs by priority and hand out leases; job -> type, biggest first.
+
+        With a ``queue`` (job id -> position) the pairs rank by the job's place in it first, then by the
+        job's LP time fraction of the type.
+        """
         cluster = view.cluster
         types = list(cluster.type_names)
         profiled = {r.job.job_id for r in plan.profiles}
@@ -297,7 +308,8 @@ class GavelAllocation(EstimatingAllocation):
                     prio = x[i, k] / frac
                 else:
                     prio = x[i, k] * 1e9
-                entries.append((-prio, -x[i, k], j.spec.submit_time_s, -rank[g], i, g))
+                first = float(queue.get(j.job_id, len(queue))) if queue is not None else -prio
+                entries.append((first, -x[i, k], j.spec.submit_time_s, -rank[g], i, g))
         entries.sort()
         left = dict(free)
         chosen: dict[int, str] = {}

@@ -133,7 +133,10 @@ class SiaAllocation(EstimatingAllocation):
     time_limit_s: float = ranged(10.0, 0.0, 3600.0, lo_open=True)
     name: str = "sia"
 
-    traits: ClassVar[AllocationTraits] = AllocationTraits(uses_order=False, names_gpu_type=True)
+    #: Under an ordering it follows (``latency-ratio``, as the Hops paper runs Sia) the ILP still decides who
+    #: runs; its demands reach the placer in the queue's order, so the head of the queue is placed first.
+    traits: ClassVar[AllocationTraits] = AllocationTraits(uses_order=False, names_gpu_type=True,
+                                                          follows_orderings=("latency-ratio",))
 
     def __post_init__(self) -> None:
         self._validate()

@@ -51,12 +51,15 @@ def candidates_of(cs: ConfigSet, job: JobView) -> Candidates | None:
     jobs: exactly their GPU count, only the type is chosen)."""
     spec = job.spec
     allowed_t = np.array([spec.allows_gpu_type(t) for t in cs.type_names], dtype=bool)
-    if spec.adaptivity is Adaptivity.RIGID:
-        k = spec.num_gpus
-        ts = np.nonzero(allowed_t & (cs.capacity >= k))[0]
-        o_t = ts.astype(np.int64)
-        o_k = np.full(len(ts), k, dtype=np.int64)
-        o_n = np.where(k <= cs.node_size[ts], 1, -(-k // cs.node_size[ts])).astype(np.int64)
+    if spec.adaptivity is Adaptivity.RIGID or spec.gpu_counts:
+        # rigid jobs: exactly their count; jobs with a requirement set (Hops): a configuration for each
+        # requirement, as the Hops paper ran Sia (section 4.2), whole nodes plus a partial one beyond a node
+        counts = np.array(spec.requirement_set(), dtype=np.int64)
+        grid_t, grid_k = np.meshgrid(np.arange(len(cs.type_names)), counts, indexing="ij")
+        tt, kk = grid_t.ravel(), grid_k.ravel()
+        keep = allowed_t[tt] & (cs.capacity[tt] >= kk)
+        o_t, o_k = tt[keep].astype(np.int64), kk[keep].astype(np.int64)
+        o_n = np.where(o_k <= cs.node_size[o_t], 1, -(-o_k // cs.node_size[o_t])).astype(np.int64)
     else:
         m = allowed_t[cs.type_idx] & (cs.gpus >= spec.lower_gpus) & (cs.gpus <= spec.upper_gpus)
         if spec.gpu_unit > 1:

@@ -1,0 +1,299 @@
+"""Hops's planner (section 3.6): service window, location-specific configurations, priority-weighted ILP.
+
+One round:
+
+1. **Service window.** From the head of the priority queue, jobs are taken while the sum of their minimum
+   requirements stays below the GPUs being planned; the job that reaches or passes that sum is the window's
+   boundary and the last job in it. Jobs beyond it are not planned this round (``service_window=off``
+   plans the whole queue, for ablations).
+2. **Configurations.** For each job in the window and each GPU type it accepts, aggregated and (for
+   low-sensitivity jobs) distributed configurations on the servers' idle GPUs
+   (:mod:`dlsched.policies.hops.configs`). A job's placement sensitivity on a type is equation 10: its
+   one-GPU throughput over its per-GPU throughput on two servers of the type; above
+   ``sensitivity_threshold`` (1.4) the job is placement-sensitive.
+3. **Priority-weighted ILP** (equations 11-13). The throughput of every configuration, divided by the
+   job's slowest configuration (the gain matrix ``G``, rows normalised to a minimum of 1), weighted by
+   ``(prior_i + bias) ** lambda_fairness``: ``max sum_ij w_i G_ij X_ij`` with at most one configuration
+   per job and no server over-committed. ``bias`` is 0 when every priority is positive, else
+   ``|min prior| + 0.01``. ``lambda_fairness = 0`` maximises normalised throughput alone; large values
+   approach the greedy order (each job in priority order takes its best configuration that still fits).
+   A job's current configuration wins ties (a relative 1e-6), so equal plans do not restart jobs.
+
+4. **Plans within the round.** When a job completes inside the round, the engine asks for another plan
+   (:meth:`HopsAllocation.allocate_more`): running jobs keep their GPUs, and the waiting jobs of the window
+   over the idle GPUs are planned onto them by the same ILP; these plans end with the round. Such a plan is
+   for fragments, so the **sensitivity adjustment** widens its window first (:func:`sensitivity_adjustment`);
+   the jobs it brings in return to their places in the next round's queue, which is ordered afresh.
+   ``multi_plan=off`` and ``sensitivity_adjustment=off`` switch these parts off for ablations.
+
+Priorities come from the scheduler's ordering: the latency ratio (eq. 8) under ``latency-ratio``; under
+another ordering the queue position, ``(n - position) / n``. Throughputs come from the goodput estimator
+the run attaches (the simulator's oracle until the section 3.5 estimator and its store are built).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+
+from dlsched.core import ClusterView, JobView
+from dlsched.core.ranges import ranged
+from dlsched.policies.hops.configs import Config, type_configs
+from dlsched.policies.hops.ordering import latency_ratio
+from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan
+from dlsched.solvers.multi_assignment import MultiResourceProblem, solve_multi_assignment
+
+#: Relative bonus of a job's current configuration: breaks ties between equal plans, never more.
+_KEEP_BONUS = 1e-6
+
+
+def service_window(queue: list[JobView], capacity: int) -> list[JobView]:
+    """The head of ``queue`` whose minimum requirements first add up to ``capacity`` (boundary included)."""
+    total, out = 0, []
+    for j in queue:
+        if total >= capacity:
+            break
+        out.append(j)
+        total += j.spec.lower_gpus
+    return out
+
+
+#: Smallest weight relative to the largest: below it a MILP solver's tolerances cannot tell a weight from 0,
+#: and a job with free GPUs in reach would be left out for nothing.
+MIN_RELATIVE_WEIGHT = 1e-6
+
+
+def sensitivity_adjustment(queue: list[JobView], window_len: int, rho: list[float], idle_gpus: int) -> list[int]:
+    """Section 3.6's sensitivity adjustment for a plan of fragments: the queue positions to plan.
+
+    ``rho_set`` is the mean sensitivity of the jobs in the window (the first ``window_len``), ``rho_queue``
+    that of the whole queue. While ``rho_set > rho_queue``, jobs past the window boundary are judged in
+    queue order: one whose sensitivity is below ``rho_queue`` and whose minimum requirement is less than the
+    idle GPUs joins the window (``rho_set`` is then recomputed); the traversal stops when ``rho_set <=
+    rho_queue`` or the queue ends.
+    """
+    chosen = list(range(window_len))
+    if not queue or window_len == 0:
+        return chosen
+    rho_queue = float(np.mean(rho))
+    total = float(sum(rho[:window_len]))
+    i = window_len
+    while total / len(chosen) > rho_queue and i < len(queue):
+        if rho[i] < rho_queue and queue[i].spec.lower_gpus < idle_gpus:
+            chosen.append(i)
+            total += rho[i]
+        i += 1
+    return chosen
+
+
+def priority_weights(priorities: np.ndarray, lam: float) -> np.ndarray:
+    """``(prior + bias) ** lam`` with the paper's bias rule (equation 11).
+
+    Computed in logarithms and scaled so that the largest weight is 1 (scaling every weight by one factor
+    does not change the optimum), then floored at :data:`MIN_RELATIVE_WEIGHT`; large ``lam`` would otherwise
+    overflow or vanish in floating point.
+    """
+    if len(priorities) == 0:
+        return priorities
+    bias = 0.0 if np.all(priorities > 0) else abs(float(priorities.min())) + 0.01
+    logs = lam * np.log(priorities + bias)
+    return np.maximum(np.exp(logs - logs.max()), MIN_RELATIVE_WEIGHT)
+
+
+@dataclass
+class HopsAllocation(EstimatingAllocation):
+    """Hops's planner; see the module docstring."""
+
+    #: Efficiency-fairness knob lambda of equation 11 (0: throughput only; large: the queue's order).
+    lambda_fairness: float = ranged(1.0, 0.0, 100.0)
+    #: Placement-sensitivity threshold sigma (equation 10): above it a job gets no distributed configurations.
+    sensitivity_threshold: float = ranged(1.4, 1.0, 100.0)
+    #: Plan only the service window at the head of the queue (off: the whole queue).
+    service_window: bool = True
+    #: Plans of fragments inside a round bring low-sensitivity jobs from beyond the window (section 3.6).
+    sensitivity_adjustment: bool = True
+    #: Plan again inside a round whenever a job completes (off: one plan per round, as Sia and Gavel).
+    multi_plan: bool = True
+    #: Relative MILP gap (the paper: 0.05%) and time limit per solve.
+    mip_rel_gap: float = ranged(5e-4, 0.0, 1.0)
+    time_limit_s: float = ranged(10.0, 0.0, 3600.0, lo_open=True)
+    name: str = "hops"
+    #: The scheduler's ordering stage (set by the registry): which priorities weigh the ILP.
+    ordering: str = "latency-ratio"
+
+    traits: ClassVar[AllocationTraits] = AllocationTraits(plans_spread=True, names_gpu_type=True,
+                                                          plans_within_round=True)
+
+    def needs_oracle(self) -> bool:
+        return True
+
+    # -- pieces ------------------------------------------------------------------------------------------
+    def priorities(self, view: ClusterView, queue: list[JobView]) -> np.ndarray:
+        """Equation 8's latency ratio under the ``latency-ratio`` ordering, else the queue position."""
+        if self.ordering == "latency-ratio":
+            return np.array([latency_ratio(view, j) for j in queue], dtype=float)
+        n = len(queue)
+        return np.array([(n - i) / n for i in range(n)], dtype=float)
+
+    def sensitivity(self, job: JobView, gpu_type: str) -> float:
+        """Equation 10 on one type: one-GPU throughput over per-GPU throughput on two servers (1 if unknown)."""
+        est = self.require_estimator()
+        one = est.goodput_many(job, gpu_type, np.array([[1, 1], [2, 2]]))
+        if one[0] <= 0 or one[1] <= 0:
+            return 1.0
+        return float(one[0] / (one[1] / 2.0))
+
+    def configurations(self, view: ClusterView, job: JobView, idle: np.ndarray) -> list[Config]:
+        """Every configuration of the job on the idle GPUs (``idle``: per node)."""
+        cluster = view.cluster
+        reqs = [k for k in job.spec.requirement_set()]
+        out: list[Config] = []
+        for t in cluster.type_names:
+            if not job.spec.allows_gpu_type(t):
+                continue
+            nodes = cluster.nodes_of_type[t]
+            size = max(cluster.nodes[n].num_gpus for n in nodes)
+            low = len(nodes) >= 2 and self.sensitivity(job, t) <= self.sensitivity_threshold
+            out += type_configs(t, [(n, int(idle[n])) for n in nodes], reqs, distributed=low, server_size=size)
+        return out
+
+    # -- one round -----------------------------------------------------------------------------------------
+    def allocate(self, view: ClusterView, ordered: list[JobView]) -> Plan:
+        """The round's first plan: every GPU not held for profiling, the whole queue."""
+        t0 = time.perf_counter()
+        self.require_estimator().update(view)
+        idle = _idle(view, held=lambda j: j.profiling)
+        queue = [j for j in ordered if not j.profiling]
+        prios = self.priorities(view, queue)
+        window = service_window(queue, int(idle.sum())) if self.service_window else queue
+        plan = self._plan(view, window, prios[:len(window)], idle)
+        plan.info["hops.plan_s"] = time.perf_counter() - t0
+        return plan
+
+    def allocate_more(self, view: ClusterView, ordered: list[JobView]) -> Plan:
+        """A plan for GPUs that fell idle inside the round (fragments, finished jobs): running jobs keep their
+        GPUs; waiting jobs in the window, widened by the sensitivity adjustment, may get the idle ones."""
+        self.require_estimator().update(view)
+        idle = _idle(view, held=lambda j: bool(j.placement))
+        pinned = [Demand(job=j, num_gpus=len(j.placement), gpu_type=view.cluster.gpu_type_of[j.placement.gpus[0]],
+                         batch_size=j.batch_size, pinned=True)
+                  for j in ordered if j.placement and not j.profiling]
+        queue = [j for j in ordered if not j.placement and not j.profiling]
+        if not self.multi_plan or idle.sum() <= 0 or not queue:
+            return Plan(demands=pinned)
+        prios = self.priorities(view, queue)
+        chosen = list(range(len(service_window(queue, int(idle.sum())) if self.service_window else queue)))
+        if self.sensitivity_adjustment:
+            rho = [self.job_sensitivity(view, j) for j in queue]
+            chosen = sensitivity_adjustment(queue, len(chosen), rho, int(idle.sum()))
+        plan = self._plan(view, [queue[i] for i in chosen], prios[chosen], idle)
+        plan.demands = pinned + plan.demands
+        plan.info["hops.extra_plan"] = 1.0
+        return plan
+
+    def job_sensitivity(self, view: ClusterView, job: JobView) -> float:
+        """A job's sensitivity for the adjustment: the mean of equation 10 over the GPU types it accepts that
+        have two servers or more (1 when there are none)."""
+        cluster = view.cluster
+        vals = [self.sensitivity(job, t) for t in cluster.type_names
+                if job.spec.allows_gpu_type(t) and len(cluster.nodes_of_type[t]) >= 2]
+        return float(np.mean(vals)) if vals else 1.0
+
+    def _plan(self, view: ClusterView, window: list[JobView], prios: np.ndarray, idle: np.ndarray) -> Plan:
+        """The priority-weighted ILP (eqs. 11-13) of ``window`` over the ``idle`` GPUs of each server."""
+        cluster = view.cluster
+        weights = priority_weights(prios, self.lambda_fairness)
+        group, values, cols, configs = [], [], [], []
+        for i, job in enumerate(window):
+            opts = self.configurations(view, job, idle)
+            if not opts:
+                continue
+            gains = self._throughputs(job, opts)
+            keep = gains > 0
+            if not keep.any():
+                continue
+            opts = [c for c, k in zip(opts, keep, strict=True) if k]
+            gains = gains[keep] / gains[keep].min()
+            current = _current_servers(view, job)
+            for c, g in zip(opts, gains, strict=True):
+                bonus = 1.0 + (_KEEP_BONUS if c.servers == current else 0.0)
+                group.append(i)
+                values.append(weights[i] * g * bonus)
+                cols.append(c.servers)
+                configs.append(c)
+        plan = Plan()
+        plan.info["hops.window"] = float(len(window))
+        if not configs:
+            return plan
+        rows = [n for servers in cols for n, _ in servers]
+        amounts = [k for servers in cols for _, k in servers]
+        col_idx = [o for o, servers in enumerate(cols) for _ in servers]
+        usage = sp.csc_matrix((np.array(amounts, dtype=float), (rows, col_idx)),
+                              shape=(len(cluster.nodes), len(configs)))
+        problem = MultiResourceProblem(group=np.array(group), usage=usage, value=np.array(values),
+                                       capacity=idle.astype(float), num_groups=len(window),
+                                       ordered=_interchangeable(view, window, idle))
+        result = solve_multi_assignment(problem, mip_rel_gap=self.mip_rel_gap, time_limit_s=self.time_limit_s)
+        for i, o in enumerate(result.choice.tolist()):
+            if o < 0:
+                continue
+            c = configs[o]
+            spread = tuple((tuple(cluster.gpus_of_node(n)), k) for n, k in c.servers)
+            plan.demands.append(Demand(job=window[i], num_gpus=c.num_gpus, gpu_type=c.gpu_type,
+                                       num_nodes=c.num_nodes, spread=spread))
+        plan.info["hops.options"] = float(len(configs))
+        plan.info["hops.solve_s"] = result.solve_s
+        return plan
+
+    def _throughputs(self, job: JobView, configs: list[Config]) -> np.ndarray:
+        """The estimator's throughput of each configuration's shape on its type (one query per type)."""
+        out = np.zeros(len(configs))
+        by_type: dict[str, list[int]] = {}
+        for i, c in enumerate(configs):
+            by_type.setdefault(c.gpu_type, []).append(i)
+        est = self.require_estimator()
+        for gtype, idx in by_type.items():
+            shapes = np.array([[configs[i].num_nodes, configs[i].num_gpus] for i in idx])
+            uniq, inverse = np.unique(shapes, axis=0, return_inverse=True)
+            out[idx] = np.asarray(est.goodput_many(job, gtype, uniq))[inverse.ravel()]
+        return out
+
+
+def _interchangeable(view: ClusterView, window: list[JobView], idle: np.ndarray) -> tuple[tuple[int, int], ...]:
+    """Consecutive pairs of servers no plan can tell apart (same GPU type, size, host and idle GPUs, and no
+    job of the window on them, whose current configuration would favour one): the solver may load the
+    earlier one at least as much, which spares it searching mirror images of one plan."""
+    cluster = view.cluster
+    held = {n for j in window if j.placement for n in j.placement.by_node(cluster)}
+    last: dict[tuple[str, int, str, int], int] = {}
+    pairs = []
+    for node in cluster.nodes:
+        if node.node_id in held or idle[node.node_id] <= 0:
+            continue
+        key = (node.gpu_type, node.num_gpus, node.host, int(idle[node.node_id]))
+        if key in last:
+            pairs.append((last[key], node.node_id))
+        last[key] = node.node_id
+    return tuple(pairs)
+
+
+def _idle(view: ClusterView, held) -> np.ndarray:
+    """Idle GPUs per server: every GPU but those of jobs for which ``held(job)`` is true."""
+    cluster = view.cluster
+    idle = np.array([n.num_gpus for n in cluster.nodes], dtype=np.int64)
+    for j in view.jobs:
+        if j.placement and held(j):
+            for node, gpus in j.placement.by_node(cluster).items():
+                idle[node] -= len(gpus)
+    return idle
+
+
+def _current_servers(view: ClusterView, job: JobView) -> tuple[tuple[int, int], ...]:
+    """The job's current placement as (node id, GPUs) pairs, node ids ascending."""
+    if not job.placement:
+        return ()
+    return tuple(sorted((n, len(g)) for n, g in job.placement.by_node(view.cluster).items()))

@@ -1,0 +1,27 @@
+"""Registration of Hops's stages and the ``hops`` preset.
+
+The ``latency-ratio`` ordering is usable under other schedulers as well (``--policy sia --ordering
+latency-ratio``, ``--policy gavel --ordering latency-ratio``, as the Hops paper runs its baselines).
+``--set`` keys of the allocation: ``lambda_fairness`` (1), ``sensitivity_threshold`` (1.4),
+``service_window`` (on), ``mip_rel_gap``, ``time_limit_s``; of the ordering: ``refresh_s`` (30 s).
+"""
+
+from __future__ import annotations
+
+from dlsched.policies.hops.allocation import HopsAllocation
+from dlsched.policies.hops.ordering import LatencyRatio
+from dlsched.policies.pollux.placement import PolluxPlacement
+from dlsched.policies.registry import SchedulerEntry, register_scheduler, register_stage
+
+register_stage("ordering", "latency-ratio", LatencyRatio,
+               "Hops's latency ratio: waiting time over expected running time (eqs. 8-9), refreshed every 30 s")
+register_stage("allocation", "hops", HopsAllocation,
+               "Hops: service window, location-specific configurations by placement sensitivity, "
+               "priority-weighted ILP over the throughput-gain matrix (HiGHS)")
+register_stage("placement", "hops", PolluxPlacement,
+               "Hops's placer: each job on the exact servers its configuration names")
+
+register_scheduler("hops", SchedulerEntry(
+    description="Hops (SoCC'24): latency-ratio queue, service window, location-specific configurations, "
+                "priority-weighted ILP (HiGHS)",
+    ordering="latency-ratio", allocation="hops", placement="hops", round_s=60.0))

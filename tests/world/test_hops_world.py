@@ -1,0 +1,103 @@
+"""The Hops world: GPU types, server hosts that gate data loading, equation 1's patterns and placement sensitivity."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlsched.clusters import load_cluster
+from dlsched.core import Adaptivity, InputError, JobSpec, Placement
+from dlsched.world.base import HopsJobPhysics, World
+from dlsched.world.hops import GPUS, MODELS, iteration_parts, iteration_time
+
+
+def hops_job(model: str, counts=(1, 2, 4, 8), duration=3600.0) -> JobSpec:
+    return JobSpec("j", 0.0, model, counts[(len(counts) - 1) // 2], duration_s=duration, reference_gpu="1080ti",
+                   adaptivity=Adaptivity.STRONG_SCALING, gpu_counts=counts, per_gpu_batch=True)
+
+
+@pytest.fixture(scope="module")
+def world64():
+    return World(load_cluster("hops-64"))
+
+
+def gpus_of(cluster, node, k):
+    return list(cluster.gpus_of_node(node))[:k]
+
+
+def test_presets_are_the_papers_clusters():
+    c64, c512 = load_cluster("hops-64"), load_cluster("hops-512")
+    assert (c64.num_gpus, len(c64.nodes), c512.num_gpus, len(c512.nodes)) == (64, 10, 512, 64)
+    assert c64.gpus_per_type == {"1080ti": 16, "titanxp": 32, "rtx3090": 16}
+    assert {n.host for n in c64.nodes if n.gpu_type == "rtx3090"} == {"sugon-w780g", "tigerway-yk8100-8g"}
+    assert {n.host for n in c512.nodes if n.gpu_type == "rtx3090"} == {
+        "sugon-w780g", "tigerway-yk8100-8g", "tigerway-yk8100-10g"}
+
+
+def test_faster_gpus_train_faster(world64):
+    c = world64.cluster
+    phys = world64.physics(hops_job("resnet50"))
+    one = {t: world64.rate(phys, 0.0, Placement.of(gpus_of(c, c.nodes_of_type[t][0], 1))).work_per_s
+           for t in GPUS}
+    assert one["1080ti"] < one["titanxp"] < one["rtx3090"]
+
+
+def test_a_better_host_speeds_up_data_bound_jobs_only(world64):
+    c = world64.cluster
+    sugon, tiger = (n.node_id for n in c.nodes if n.gpu_type == "rtx3090" and n.host == "sugon-w780g"), \
+        (n.node_id for n in c.nodes if n.gpu_type == "rtx3090" and n.host == "tigerway-yk8100-8g")
+    s, t = next(sugon), next(tiger)
+    data_bound = world64.physics(hops_job("mobilenet_v2"))  # ImageNet decoding outweighs a tiny network
+    compute_bound = world64.physics(hops_job("gpt2-medium"))
+    rate = lambda p, gpus: world64.rate(p, 0.0, Placement.of(gpus)).work_per_s  # noqa: E731
+    assert rate(data_bound, gpus_of(c, t, 2)) > 1.2 * rate(data_bound, gpus_of(c, s, 2))
+    assert rate(compute_bound, gpus_of(c, t, 2)) == pytest.approx(rate(compute_bound, gpus_of(c, s, 2)), rel=1e-3)
+    # a job over both servers runs at the slower one's pace
+    both = gpus_of(c, s, 2) + gpus_of(c, t, 2)
+    assert rate(data_bound, both) == pytest.approx(2 * rate(data_bound, gpus_of(c, s, 2)), rel=0.02)
+
+
+def test_placement_sensitivity_follows_gradient_size_over_compute(world64):
+    c = world64.cluster
+    node_a, node_b = c.nodes_of_type["rtx3090"][:2]
+
+    def rho(model):
+        p = world64.physics(hops_job(model))
+        one = world64.rate(p, 0.0, Placement.of(gpus_of(c, node_a, 1))).work_per_s
+        two = world64.rate(p, 0.0, Placement.of(gpus_of(c, node_a, 1) + gpus_of(c, node_b, 1))).work_per_s
+        return one / (two / 2)
+
+    assert rho("vgg11") > 1.4  # 133 M parameters against little compute: sensitive
+    assert rho("gpt2-medium") < 1.4 and rho("resnet50") < 1.4
+
+
+def test_equation_1_patterns():
+    parts = {"T_d": 0.3, "T_f": 0.1, "T_b": 0.2, "T_u": 0.01, "T_c": 0.1}
+    assert iteration_time(parts, 1) == pytest.approx(max(0.3, 0.22 + 0.01) + 0.1)
+    assert iteration_time(parts, 2) == pytest.approx(0.3 + 0.22 + 0.01 + 0.1)
+    m, g = MODELS["vgg11"], GPUS["1080ti"]
+    inside = iteration_parts(m, g, 4, 1, 6.9, 32)["T_c"]
+    across = iteration_parts(m, g, 4, 2, 6.9, 32)["T_c"]
+    assert across > inside > 0 and iteration_parts(m, g, 1, 1, 6.9, 32)["T_c"] == 0.0
+
+
+def test_duration_is_the_run_time_on_the_request(world64):
+    spec = hops_job("vit", counts=(2, 4, 8), duration=7200.0)
+    phys = world64.physics(spec)
+    assert isinstance(phys, HopsJobPhysics)
+    c = world64.cluster
+    ref = Placement.of(gpus_of(c, c.nodes_of_type["1080ti"][0], spec.num_gpus))
+    assert phys.total_work / world64.rate(phys, 0.0, ref).work_per_s == pytest.approx(7200.0)
+
+
+def test_unknown_host_is_refused(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("name: x\nnodes:\n  - {gpu_type: rtx3090, count: 1, gpus_per_node: 4, host: dell}\n")
+    with pytest.raises(InputError, match="unknown host 'dell'"):
+        load_cluster(str(p))
+
+
+def test_hops_jobs_on_a_cluster_without_hops_gpus_are_refused_up_front():
+    from dlsched.clusters import load_cluster as load
+
+    with pytest.raises(InputError, match="runs on 1080ti, titanxp, rtx3090 only"):
+        World(load("sia-hetero-64")).physics(hops_job("vgg11"))
