@@ -80,6 +80,8 @@ class _Live:
     new_tput: list[ThroughputObservation] = field(default_factory=list)
     new_grad: list[GradientObservation] = field(default_factory=list)
     actors: list[Any] = field(default_factory=list)
+    #: Process ids of the workers, by rank (what an operator would kill).
+    pids: list[int] = field(default_factory=list)
     group: Any = None
     reports: list[dict[str, Any]] = field(default_factory=list)
     failures: int = 0
@@ -187,7 +189,10 @@ class RuntimeRun:
 
     # -- decisions ------------------------------------------------------------------------------------
     def _apply(self, decision: Decision, view: ClusterView) -> int:
+        """Carry the decision out: stop every job that moves or stops first, so the GPUs it frees are free
+        before any job starts on them, then start the moved and new ones."""
         restarts = 0
+        starting: list[_Live] = []
         for job_id, live in self.active.items():
             alloc = decision.allocations.get(job_id)
             new = alloc.placement if alloc is not None else Placement.empty()
@@ -208,6 +213,8 @@ class RuntimeRun:
                 live.restarts += 1
                 restarts += 1
             live.status = JobStatus.RUNNING
+            starting.append(live)
+        for live in starting:
             self._start(live)
         for job_id in decision.profiles:
             self.active[job_id].profiling = True
@@ -243,13 +250,14 @@ class RuntimeRun:
                 scheduling_strategy=PlacementGroupSchedulingStrategy(live.group, placement_group_bundle_index=i),
             ).remote()
             for i, bundle in enumerate(bundles)]
+        live.pids = self.ray.get([a.pid.remote() for a in live.actors], timeout=self.options.grace_s)
 
     def _stop(self, live: _Live) -> None:
         from ray.util.placement_group import remove_placement_group
 
         for actor in live.actors:
             self.ray.kill(actor)
-        live.actors = []
+        live.actors, live.pids = [], []
         if live.group is not None:
             remove_placement_group(live.group)
             live.group = None
