@@ -67,6 +67,8 @@ class _Live:
     status: JobStatus = JobStatus.PENDING
     placement: Placement = field(default_factory=Placement.empty)
     batch_size: int | None = None
+    #: Share of its GPUs the decision gave the job (below 1: co-located jobs; on GPUs an MPS share).
+    gpu_share: float = 1.0
     start_s: float | None = None
     finish_s: float | None = None
     attained_gpu_s: float = 0.0
@@ -197,6 +199,7 @@ class RuntimeRun:
             alloc = decision.allocations.get(job_id)
             new = alloc.placement if alloc is not None else Placement.empty()
             batch = alloc.batch_size if alloc is not None else None
+            live.gpu_share = alloc.gpu_share if alloc is not None else 1.0
             if new and (batch is None or live.job.adaptivity is not Adaptivity.ADAPTIVE):
                 batch = self._choose_batch(live, new, view)
             if new == live.placement and live.actors:
@@ -272,12 +275,15 @@ class RuntimeRun:
             gtype = self.cluster.gpu_type_of[live.placement.gpus[0]]
             master = self.ray.get(live.actors[0].rendezvous.remote(), timeout=self.options.grace_s) if n > 1 else ""
             spec = _as_dict(live.train)
+            # a packed job gets its share of each GPU through MPS (real GPUs only; emulation cannot split)
+            mps = max(1, round(100 * live.gpu_share)) if self.real_gpus and live.gpu_share < 1.0 else None
             calls[job_id] = [
                 actor.train.remote(spec, {"rank": r, "world_size": n, "master": master,
                                           "batch_size": live.batch_size or live.job.init_batch,
                                           "shares": [1.0 / n] * n, "slowdown": self.slowdown[gtype],
                                           "budget_s": budget_s,
-                                          "checkpoint_every": self.options.checkpoint_every},
+                                          "checkpoint_every": self.options.checkpoint_every,
+                                          "mps_percent": mps},
                                    str(self.ckpt_dir(job_id)))
                 for r, actor in enumerate(live.actors)]
         return calls
