@@ -218,7 +218,13 @@ class RuntimeRun:
             live.status = JobStatus.RUNNING
             starting.append(live)
         for live in starting:
-            self._start(live)
+            try:
+                self._start(live)
+            except (self.ray.exceptions.GetTimeoutError, self.ray.exceptions.RayActorError) as exc:
+                # the placement group or a worker did not come up in time: the job waits for the next round
+                log.warning("job %s could not start on its GPUs (%s); it waits for the next round",
+                            live.job.job_id, type(exc).__name__)
+                self._lose(live)
         for job_id in decision.profiles:
             self.active[job_id].profiling = True
         return restarts
@@ -255,6 +261,12 @@ class RuntimeRun:
             for i, bundle in enumerate(bundles)]
         live.pids = self.ray.get([a.pid.remote() for a in live.actors], timeout=self.options.grace_s)
 
+    def _lose(self, live: _Live) -> None:
+        """A job whose workers failed gives its GPUs back and waits; it resumes from its checkpoint."""
+        live.failures += 1
+        self._stop(live)
+        live.placement, live.batch_size, live.status = Placement.empty(), None, JobStatus.QUEUED
+
     def _stop(self, live: _Live) -> None:
         from ray.util.placement_group import remove_placement_group
 
@@ -273,7 +285,13 @@ class RuntimeRun:
                 continue
             n = len(live.actors)
             gtype = self.cluster.gpu_type_of[live.placement.gpus[0]]
-            master = self.ray.get(live.actors[0].rendezvous.remote(), timeout=self.options.grace_s) if n > 1 else ""
+            try:
+                master = self.ray.get(live.actors[0].rendezvous.remote(), timeout=self.options.grace_s) \
+                    if n > 1 else ""
+            except (self.ray.exceptions.GetTimeoutError, self.ray.exceptions.RayActorError):
+                log.warning("job %s lost a worker before the round; it resumes next round", job_id)
+                self._lose(live)
+                continue
             spec = _as_dict(live.train)
             # a packed job gets its share of each GPU through MPS (real GPUs only; emulation cannot split)
             mps = max(1, round(100 * live.gpu_share)) if self.real_gpus and live.gpu_share < 1.0 else None
@@ -335,9 +353,7 @@ class RuntimeRun:
             gtype = self.cluster.gpu_type_of[live.placement.gpus[0]]
             if job_id in failed:
                 self._charge(live, n, gtype, end - t)
-                live.failures += 1
-                self._stop(live)
-                live.placement, live.batch_size, live.status = Placement.empty(), None, JobStatus.QUEUED
+                self._lose(live)
                 continue
             report = results[refs[0]]
             live.reports.append(report)
