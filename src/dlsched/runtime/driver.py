@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dlsched.core import Adaptivity, Cluster, Decision, InputError, JobSpec, JobStatus, Placement
 from dlsched.core.view import ClusterView, GradientObservation, JobView, ThroughputObservation
-from dlsched.estimators.goodput import LearnedGoodputEstimator
+from dlsched.estimators.goodput import LearnedGoodputEstimator, statistical_efficiency
 from dlsched.policies import Scheduler
 from dlsched.runtime.emulation import slowdowns
 from dlsched.runtime.training import TrainSpec
@@ -87,6 +89,8 @@ class _Live:
     group: Any = None
     reports: list[dict[str, Any]] = field(default_factory=list)
     failures: int = 0
+    #: The latest gradient statistics the job reported (grad_sqr, grad_var at its initial batch).
+    last_grad: tuple[float, float] | None = None
 
 
 @dataclass
@@ -231,15 +235,25 @@ class RuntimeRun:
 
     def _choose_batch(self, live: _Live, placement: Placement, view: ClusterView) -> int:
         """The global batch the job runs: its request unless adaptive; then the goodput-optimal batch from
-        its own reported statistics (Pollux's and Sia's choice), within its limits."""
+        its own reports, as Pollux's job agent picks it: step times predicted by the throughput model fitted
+        to the job's step-time reports, times Pollux's statistical efficiency from its latest gradient
+        statistics, over batches between ``max(init_batch, GPUs)`` and the job's ``max_batch`` (a job's
+        declared maximum is its memory bound here, as AdaptDL's local batch bounds are)."""
         n = len(placement)
         job = live.job
-        if job.adaptivity is not Adaptivity.ADAPTIVE:
-            return max(job.init_batch, n)
+        low = max(job.init_batch, n)
+        if job.adaptivity is not Adaptivity.ADAPTIVE or live.last_grad is None or low >= job.max_batch:
+            return min(max(job.init_batch, n), max(job.max_batch, n))
         conf = placement.configuration(self.cluster)
-        best = self.batches.estimate(view.job(job.job_id), conf.gpu_type.split("+")[0], conf.num_nodes, n)
-        chosen = best.batch_size if best is not None else job.init_batch
-        return int(min(job.max_batch, max(job.init_batch, n, chosen)))
+        batches = np.unique(np.geomspace(low, job.max_batch, 32).round().astype(int))
+        local = np.ceil(batches / n)
+        step = self.batches.predict_step_time(view.job(job.job_id), conf.gpu_type.split("+")[0], conf.num_nodes,
+                                              n, local)
+        if step is None or not np.all(np.isfinite(step)) or np.any(step <= 0):
+            return live.batch_size or low
+        sqr, var = live.last_grad
+        goodput = batches / step * statistical_efficiency(batches, job.init_batch, sqr, var)
+        return int(batches[int(np.argmax(goodput))])
 
     def _start(self, live: _Live) -> None:
         from ray.util.placement_group import placement_group
@@ -402,6 +416,7 @@ class RuntimeRun:
             local_bsz=int(report["local_bsz"]), accum_steps=1, step_time_s=float(report["step_time_s"]),
             sync_time_s=float(report["sync_time_s"])))
         if report["grad_sqr"] is not None and report["grad_var"] is not None:
+            live.last_grad = (float(report["grad_sqr"]), float(report["grad_var"]))
             live.new_grad.append(GradientObservation(time_s=t, batch_size=int(report["batch_size"]),
                                                      grad_sqr=float(report["grad_sqr"]),
                                                      grad_var=float(report["grad_var"])))

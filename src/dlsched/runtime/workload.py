@@ -70,11 +70,12 @@ class RuntimeTrace(BaseModel):
 
 
 RUNTIME_DEMO = RuntimeTrace.model_validate({"jobs": [
-    {"job_id": "mlp-0", "submit_s": 0, "model": "mlp", "gpus": 2, "samples": 65536, "epochs": 30},
+    {"job_id": "mlp-0", "submit_s": 0, "model": "mlp", "gpus": 2, "samples": 32768, "epochs": 12,
+     "init_batch": 64, "max_batch": 512},
     {"job_id": "resnet-1", "submit_s": 0, "model": "resnet", "gpus": 2, "samples": 8192, "epochs": 20},
     {"job_id": "transformer-2", "submit_s": 20, "model": "transformer", "gpus": 1, "samples": 8192, "epochs": 20},
-    {"job_id": "mlp-3", "submit_s": 40, "model": "mlp", "gpus": 1, "samples": 65536, "target_loss": 0.35,
-     "epochs": 50, "seed": 3},
+    {"job_id": "mlp-3", "submit_s": 40, "model": "mlp", "gpus": 1, "samples": 32768, "target_loss": 0.35,
+     "epochs": 50, "init_batch": 64, "max_batch": 512, "seed": 3},
 ]})
 BUILTIN_TRACES = {"runtime-demo": RUNTIME_DEMO}
 
