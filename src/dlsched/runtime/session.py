@@ -26,7 +26,8 @@ def connect(cluster: Cluster, address: str | None) -> bool:
         total: Counter[str] = Counter()
         for res in node_resources(cluster):
             total.update(res)
-        kwargs["resources"] = dict(total)
+        # a new Ray of our own, even if another one (without these resources) runs on this machine
+        kwargs.update(address="local", resources=dict(total))
     try:
         ray.init(**kwargs)
     except ConnectionError as exc:

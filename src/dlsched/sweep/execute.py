@@ -47,8 +47,8 @@ def connect(address: str | None, workers: int | None) -> bool:
         return False
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                               "configure_logging": True, "logging_level": "warning"}
-    if address is None:
-        kwargs["num_cpus"] = workers
+    if address is None:  # a new Ray of our own, even if another one runs on this machine
+        kwargs.update(address="local", num_cpus=workers)
     else:
         kwargs["address"] = address
     try:
