@@ -8,6 +8,8 @@ module             commands
 =================  =========================================================
 ``simulate``       ``dlsched simulate`` (one run; ``--config`` replays one)
 ``compare``        ``dlsched compare`` (several schedulers, in parallel)
+``sweep``          ``dlsched sweep`` (a grid of simulations as Ray tasks, resumable)
+``run``            ``dlsched run`` (real PyTorch jobs on Ray under a scheduler preset)
 ``clusters``       ``dlsched clusters``
 ``policies``       ``dlsched policies``
 ``trace``          ``dlsched trace validate|stats|convert``
@@ -173,7 +175,7 @@ def main() -> None:
 
 def _mount() -> None:
     """Register every command group (the modules import ``app`` and the helpers above)."""
-    from dlsched.cli import clusters, compare, policies, simulate  # noqa: F401  (register their commands)
+    from dlsched.cli import clusters, compare, policies, run, simulate, sweep  # noqa: F401  (register their commands)
     from dlsched.cli.trace import app as trace_app
     from dlsched.cli.variability import app as variability_app
 

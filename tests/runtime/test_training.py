@@ -1,0 +1,83 @@
+"""Real training rounds without Ray: real criteria, checkpoint and resume on other batches, input shares."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch", reason="the runtime extra (PyTorch) is not installed")
+
+from dlsched.runtime.models import MODELS  # noqa: E402
+from dlsched.runtime.training import (  # noqa: E402
+    TrainSpec,
+    WorkerPlan,
+    load_checkpoint,
+    split_counts,
+    train_round,
+)
+
+
+def assert_sampler_audit(history, samples: int) -> None:
+    """Steps numbered 0..n-1 in order; within each epoch the batches tile the data set exactly once."""
+    assert [h[0] for h in history] == list(range(len(history)))
+    expected_epoch, expected_offset = 0, 0
+    for _, epoch, offset, batch in history:
+        assert (epoch, offset) == (expected_epoch, expected_offset)
+        assert 1 <= batch <= samples - offset
+        expected_offset = offset + batch
+        if expected_offset == samples:
+            expected_epoch, expected_offset = epoch + 1, 0
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_each_model_learns_and_stops_at_its_epochs(tmp_path: Path, model):
+    spec = TrainSpec(job_id="j", model=model, samples=256, init_batch=16, max_batch=128, epochs=4)
+    report = train_round(spec, WorkerPlan(0, 1, "", 16, (1.0,), budget_s=120), tmp_path)
+    state, _, _ = load_checkpoint(tmp_path)
+    assert report.done and report.progress_fraction == 1.0
+    assert report.samples_seen == 4 * 256 and report.epoch == 4
+    assert state.first_loss is not None and report.loss is not None and report.loss < state.first_loss
+    assert report.grad_sqr is not None and report.grad_sqr > 0 and report.grad_var is not None
+    assert report.grad_var >= 0
+
+
+def test_target_loss_stops_training_before_the_epoch_cap(tmp_path: Path):
+    spec = TrainSpec(job_id="j", model="mlp", samples=2048, init_batch=32, max_batch=256, epochs=50,
+                     target_loss=1.2)
+    report = train_round(spec, WorkerPlan(0, 1, "", 64, (1.0,), budget_s=120), tmp_path)
+    assert report.done and report.loss is not None and report.loss <= 1.2
+    assert report.samples_seen < 50 * 2048
+
+
+def test_rounds_resume_from_the_checkpoint_with_new_batches(tmp_path: Path):
+    spec = TrainSpec(job_id="j", model="mlp", samples=1000, init_batch=16, max_batch=256, epochs=6)
+    steps_before = 0
+    for batch, budget in [(16, 0.3), (100, 0.3), (48, 0.3), (256, 0.3), (16, 120)]:
+        report = train_round(spec, WorkerPlan(0, 1, "", batch, (1.0,), budget_s=budget, checkpoint_every=7),
+                             tmp_path)
+        assert report.resumed_step == steps_before  # nothing lost, nothing repeated between rounds
+        steps_before = report.step
+    assert report.done
+    state, _, _ = load_checkpoint(tmp_path)
+    assert_sampler_audit(state.history, 1000)
+    assert sum(h[3] for h in state.history) == 6 * 1000
+
+
+def test_emulated_slowdown_stretches_reported_step_times(tmp_path: Path):
+    spec = TrainSpec(job_id="j", model="resnet", samples=512, init_batch=32, max_batch=64, epochs=1)
+    fast = train_round(spec, WorkerPlan(0, 1, "", 32, (1.0,), budget_s=60), tmp_path / "a")
+    slow = train_round(spec, WorkerPlan(0, 1, "", 32, (1.0,), budget_s=60, slowdown=3.0), tmp_path / "b")
+    assert slow.step_time_s > 2.0 * fast.step_time_s
+    assert slow.wall_s > 2.0 * fast.wall_s * 0.8
+
+
+@settings(max_examples=200, deadline=None)
+@given(total=st.integers(0, 5000), weights=st.lists(st.floats(0.01, 10.0), min_size=1, max_size=8))
+def test_unequal_shares_split_every_sample_once(total, weights):
+    shares = tuple(w / sum(weights) for w in weights)
+    counts = split_counts(total, shares)
+    assert sum(counts) == total and all(c >= 0 for c in counts)
+    assert all(abs(c - total * s) < 1.0 + 1e-9 for c, s in zip(counts, shares, strict=True))
