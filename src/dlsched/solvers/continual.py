@@ -181,11 +181,13 @@ class WarmSimplex(Method):
         t1 = time.perf_counter()
         self.h.run()
         t2 = time.perf_counter()
-        _, optimal = model_status(self.h)
+        text, optimal = model_status(self.h)
         info = self.h.getInfo()
         sol = self.h.getSolution()
         x = np.asarray(sol.col_value, dtype=float) if sol.value_valid else np.zeros(self._cols)
-        bound = float(info.objective_function_value) if optimal else float("nan")
+        if len(x) != self.problem.num_slots:  # an empty model (every column compacted away) has no solution
+            x = np.zeros(self.problem.num_slots)
+        bound = float(info.objective_function_value) if optimal else 0.0 if text == "Empty" else float("nan")
         return x, bound, t1 - t0, t2 - t1, {"iterations": float(info.simplex_iteration_count)}
 
 
