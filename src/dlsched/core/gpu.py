@@ -33,6 +33,9 @@ KNOWN_GPU_TYPES: dict[str, GpuType] = {
         GpuType("quad", 24.0, "NVIDIA Quadro RTX 6000", 4),
         GpuType("v100", 32.0, "NVIDIA V100", 5),
         GpuType("a100", 40.0, "NVIDIA A100", 6),
+        # not profiled: derived from a100 by published relative speeds (world/params/derived_types.json)
+        GpuType("a10-pcie", 24.0, "NVIDIA A10 (PCIe)", 3),
+        GpuType("a100-pcie", 40.0, "NVIDIA A100 PCIe", 5),
     )
 }
 
