@@ -19,11 +19,13 @@ row per resource), keeps what it learnt for the next round, and ends with the th
 from __future__ import annotations
 
 import time
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 import highspy
 import numpy as np
 
+from dlsched.solvers.assignment import AssignmentProblem, AssignmentResult
 from dlsched.solvers.differential import DifferentialAssignment
 from dlsched.solvers.highs import INF, model_status, new_highs, solve_sparse
 from dlsched.solvers.shim import WEIGHT_EPS, shim
@@ -494,3 +496,77 @@ def _simplex_shift(w: np.ndarray, seg: np.ndarray, starts: np.ndarray) -> np.nda
     last = np.maximum.reduceat(np.where(good, np.arange(len(ws)), -1), st)
     theta[sg[st]] = cand[last]
     return theta
+
+
+#: Warm-started methods by name (what :class:`ContinualAssignment` and benchmarks accept).
+WARM_METHODS: dict[str, type[Method]] = {"continual": ProximalPoint, "warm-simplex": WarmSimplex,
+                                         "lagrangian": Lagrangian}
+
+
+class ContinualAssignment:
+    """A warm-started method kept in step with per-round :class:`AssignmentProblem`\\ s of keyed groups.
+
+    For callers that rebuild their options each round (a scheduler's allocation stage): each :meth:`solve`
+    edits the kept :class:`DifferentialAssignment` by what changed since the last round (groups gone,
+    groups new or with a different option set, value rows of the others) and solves with the named method.
+    Forced options are kept out of the problem: their capacity is taken off and their groups get them.
+    """
+
+    def __init__(self, num_resources: int, method: str = "continual", *, fill: bool = False) -> None:
+        if method not in WARM_METHODS:
+            raise ValueError(f"unknown method {method!r} (one of {', '.join(WARM_METHODS)})")
+        self.problem = DifferentialAssignment(np.zeros(num_resources))
+        self.method = WARM_METHODS[method](self.problem, fill=fill)
+        self._sig: dict[Hashable, bytes] = {}
+
+    def solve(self, problem: AssignmentProblem, group_keys: Sequence[Hashable],
+              signatures: Sequence[bytes]) -> AssignmentResult:
+        """``signatures[g]`` names group ``g``'s option set (same bytes: same options in the same order)."""
+        t0 = time.perf_counter()
+        if len(group_keys) != problem.num_groups or len(signatures) != problem.num_groups:
+            raise ValueError("one key and one signature per group are required")
+        store = self.problem
+        forced = problem.forced_mask
+        order = np.argsort(problem.group, kind="stable")
+        bounds = np.searchsorted(problem.group[order], np.arange(problem.num_groups + 1))
+        used = np.bincount(problem.resource[forced], weights=problem.size[forced], minlength=problem.num_resources)
+        cap = np.maximum(0.0, problem.capacity - used)
+        forced_group = np.zeros(problem.num_groups, dtype=bool)
+        forced_group[problem.group[forced]] = True
+        member: list[tuple[int, Hashable, np.ndarray]] = []
+        seen = set()
+        for g, key in enumerate(group_keys):
+            opts = order[bounds[g]:bounds[g + 1]]
+            if forced_group[g] or len(opts) == 0:
+                continue
+            seen.add(key)
+            if key in store and self._sig[key] == signatures[g]:
+                row = store.row_of_key(key)
+                start = int(store.row_start[row])
+                if not np.array_equal(store.value[start:start + len(opts)], problem.value[opts]):
+                    store.set_values(key, problem.value[opts])
+            else:
+                if key in store:
+                    store.remove_job(key)
+                store.add_job(key, problem.resource[opts], problem.size[opts], problem.value[opts])
+                self._sig[key] = signatures[g]
+            member.append((g, key, opts))
+        for key in [k for k in store.keys() if k not in seen]:
+            store.remove_job(key)
+            del self._sig[key]
+        for r in range(problem.num_resources):
+            if store.capacity[r] != cap[r]:
+                store.set_capacity(r, float(cap[r]))
+        build_s = time.perf_counter() - t0
+        res = self.method.solve()
+        choice = np.full(problem.num_groups, -1, dtype=np.int64)
+        fo = np.nonzero(forced)[0]
+        choice[problem.group[fo]] = fo
+        for g, key, opts in member:
+            row = store.row_of_key(key)
+            slot = int(res.pick[row])
+            if slot >= 0:
+                choice[g] = opts[slot - int(store.row_start[row])]
+        return AssignmentResult(choice=choice, objective=problem.objective(choice), bound=res.bound,
+                                method=self.method.name, status="shim", solve_s=res.total_s, build_s=build_s,
+                                info={"shim_s": res.shim_s, **res.info})

@@ -48,9 +48,10 @@ from dlsched.policies.sia.problem import (
 from dlsched.policies.sia.profiling import ProfilePlanner, ProfileRequest
 from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan, Shape
 from dlsched.solvers import AssignmentProblem, AssignmentResult, IncrementalAssignment, solve_assignment
+from dlsched.solvers.continual import ContinualAssignment
 
 PROFILING_MODES = ("bootstrap", "oracle", "none")
-SOLVERS = ("auto", "milp", "lp-round", "incremental")
+SOLVERS = ("auto", "milp", "lp-round", "incremental", "continual", "warm-simplex", "lagrangian")
 GROWTH_CAPS = ("current", "largest-seen")
 #: Default window of the time-varying penalty when switched on without a value (section 3.5.6).
 DEFAULT_TAU_S = 300.0
@@ -102,9 +103,14 @@ class SiaAllocation(EstimatingAllocation):
     #: (the simulator's truth; comparison runs only) or ``none`` (learn as you go).
     profiling: str = "bootstrap"
     #: ``milp`` (exact), ``lp-round`` (interior-point relaxation + rounding), ``incremental`` (warm-started
-    #: simplex on an edited model + rounding) or ``auto`` (MILP up to ``milp_max_options`` options).
+    #: simplex on an edited model + rounding), ``auto`` (MILP up to ``milp_max_options`` options), or the
+    #: continual methods of thesis chapter 4 over a differential problem, each with the integer shim:
+    #: ``continual`` (proximal point with coordinate descent), ``warm-simplex`` or ``lagrangian``.
     solver: str = "auto"
     milp_max_options: int = ranged(2500, 0, 1_000_000)
+    #: With the continual solvers: after the thesis's shim, give jobs left without GPUs their most valuable
+    #: option that still fits (not in the thesis; off follows its text).
+    shim_fill: bool = False
     #: Limit GPU-count growth to 2x per round (jobs start from their minimum).
     max_doubling: bool = True
     #: What the 2x limit doubles: ``current`` (the job's GPU count now) or ``largest-seen`` (the largest
@@ -138,6 +144,7 @@ class SiaAllocation(EstimatingAllocation):
                                                      zero_grad=self.zero_grad_stats)
         self._configs: tuple[int, ConfigSet] | None = None
         self._incremental: IncrementalAssignment | None = None
+        self._continual: ContinualAssignment | None = None
         self._cands: dict[str, Candidates | None] = {}
         #: Largest GPU count each job has been profiled or has run at (for ``growth_cap=largest-seen``).
         self._largest_seen: dict[str, int] = {}
@@ -264,6 +271,7 @@ class SiaAllocation(EstimatingAllocation):
         if self._configs is None or self._configs[0] != id(cluster):
             self._configs = (id(cluster), build_config_set(cluster))
             self._incremental = None
+            self._continual = None
             self._cands = {}
         return self._configs[1]
 
@@ -323,6 +331,18 @@ class SiaAllocation(EstimatingAllocation):
             return solve_assignment(problem, "milp")
         if method == "auto":
             method = "milp" if problem.num_options <= self.milp_max_options else "incremental"
+        if method in ("continual", "warm-simplex", "lagrangian"):
+            if self._continual is None:
+                self._continual = ContinualAssignment(len(capacity), method, fill=self.shim_fill)
+            lo = np.searchsorted(opts.job_of, np.arange(problem.num_groups), side="left")
+            hi = np.searchsorted(opts.job_of, np.arange(problem.num_groups), side="right")
+            sigs = [np.stack([opts.type_idx[a:b], opts.gpus[a:b], opts.nodes[a:b]]).astype(np.int64).tobytes()
+                    for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
+            res = self._continual.solve(problem, [j.job_id for j in opts.jobs], sigs)
+            if problem.is_feasible(res.choice):
+                return res
+            self._continual = None  # never expected (the shim is feasible); start afresh next round
+            return solve_assignment(problem, "lp-round")
         if method == "incremental":
             if self._incremental is None:
                 self._incremental = IncrementalAssignment(len(capacity))
