@@ -51,7 +51,7 @@ class DifferentialAssignment:
     dead rows have no live slot, so solvers may treat the arrays as the whole problem.
     """
 
-    def __init__(self, capacity: Sequence[float], *, compact_ratio: float = 1.0) -> None:
+    def __init__(self, capacity: Sequence[float] | np.ndarray, *, compact_ratio: float = 1.0) -> None:
         self.capacity = np.asarray(capacity, dtype=float).copy()
         if self.capacity.ndim != 1 or np.any(self.capacity < 0):
             raise ValueError("capacity must be a vector of non-negative counts")
