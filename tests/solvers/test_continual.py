@@ -101,15 +101,20 @@ def test_edits_cost_what_they_change() -> None:
         rng = np.random.default_rng(0)
         for j in range(jobs):
             problem.add_job(j, rng.integers(0, 2, 20), np.ones(20), rng.uniform(0, 1, 20))
-        t0 = time.perf_counter()
-        for i in range(300):
-            problem.add_job(("n", i), np.zeros(20, dtype=int), np.ones(20), np.ones(20))
-            problem.set_values(("n", i), np.full(20, 2.0))
-            problem.set_capacity(0, 1e6 - i)
-            problem.remove_job(i)
-        return (time.perf_counter() - t0) / 300
+        best = float("inf")
+        for rep in range(5):  # the fastest of five batches: robust to a busy machine
+            t0 = time.perf_counter()
+            for i in range(60):
+                j = rep * 60 + i
+                problem.add_job(("n", j), np.zeros(20, dtype=int), np.ones(20), np.ones(20))
+                problem.set_values(("n", j), np.full(20, 2.0))
+                problem.set_capacity(0, 1e6 - j)
+                problem.remove_job(j)
+            best = min(best, (time.perf_counter() - t0) / 60)
+        return best
 
-    small, large = per_edit(400), per_edit(40_000)  # 8,000 versus 800,000 options
+    # 8,000 versus 800,000 options: a pass over all options would make the large problem's edits ~100x slower
+    small, large = per_edit(400), per_edit(40_000)
     assert large < 5 * small + 2e-5
 
 
@@ -195,3 +200,31 @@ def test_continual_assignment_follows_rebuilt_problems(method: str) -> None:
         best = solve_assignment(problem, "milp")
         # the Lagrangian's best responses make the weakest primal under this much churn (40% new each round)
         assert res.objective >= (0.8 if method == "lagrangian" else 0.9) * best.objective
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), method=st.sampled_from(["continual", "warm-simplex", "lagrangian", "lpstar"]),
+       budgets=st.lists(st.sampled_from([None, 0.0]), min_size=3, max_size=6))
+def test_time_budget_fallback_keeps_every_invariant(seed: int, method: str, budgets: list) -> None:
+    """A round out of time keeps the previous allocation, repaired: feasible, no departed job, no arrival,
+    every kept job on the option it had; a round with time solves normally. The fallback is recorded."""
+    from dlsched.solvers.continual import WARM_METHODS
+
+    stream = ChurnStream(BLOCKS, jobs=60, churn=0.2, drift=0.2, seed=seed)
+    p = stream.problem
+    solver = LPStar(p) if method == "lpstar" else WARM_METHODS[method](p)
+    before: dict = {}
+    for t, budget in enumerate(budgets):
+        if t:
+            stream.step()
+            if t % 2 == 0:
+                p.set_capacity(0, float(p.capacity[0]) / 2)  # GPUs leave: some kept jobs may no longer fit
+        r = solver.solve(budget)
+        assert p.is_feasible(r.pick)
+        now = {p.row_key(int(row)): int(r.pick[row] - p.row_start[row]) for row in np.nonzero(r.pick >= 0)[0]}
+        assert r.fallback == (budget == 0.0)
+        if r.fallback:
+            assert r.info["fallback"] == 1.0
+            assert set(now) <= set(before) & set(p.keys())  # no arrival, no departed job
+            assert all(before[k] == o for k, o in now.items())  # kept jobs keep their option
+        before = now

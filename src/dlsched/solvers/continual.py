@@ -44,33 +44,97 @@ class RoundResult:
     solve_s: float
     shim_s: float
     info: dict[str, float] = field(default_factory=dict)
+    #: True when the method ran out of its time budget and the round kept the previous allocation (repaired).
+    fallback: bool = False
 
     @property
     def total_s(self) -> float:
         return self.sync_s + self.solve_s + self.shim_s
 
 
+class OutOfTime(Exception):
+    """A method passed its round's time budget."""
+
+
 class Method:
-    """A warm-started solver of a differential assignment problem (subclasses keep their own state)."""
+    """A warm-started solver of a differential assignment problem (subclasses keep their own state).
+
+    :meth:`solve` takes an optional time budget: a method that has not finished within it stops, and the
+    round keeps the previous round's allocation, repaired: departed jobs are dropped, the others keep their
+    option while it still exists and fits (most valuable first), arrivals get nothing. The result says so
+    (``fallback``), and the method's state stays a valid warm start for the next round.
+    """
 
     name = "method"
 
     def __init__(self, problem: DifferentialAssignment, *, fill: bool = False) -> None:
         self.problem = problem
         self.fill = fill
+        self._deadline: float | None = None
+        #: The last allocation: per job key, the offset of its option within its row.
+        self._last: dict[Hashable, int] = {}
 
     def relax(self) -> tuple[np.ndarray, float, float, float, dict[str, float]]:
         """The relaxation's weights per slot, its value (nan if unknown), sync and solve seconds, info."""
         raise NotImplementedError
 
-    def solve(self) -> RoundResult:
-        x, bound, sync_s, solve_s, info = self.relax()
+    def _check(self) -> None:
+        """Raise :class:`OutOfTime` past the deadline (iterative methods call it between steps)."""
+        if self._deadline is not None and time.perf_counter() > self._deadline:
+            raise OutOfTime
+
+    def _remaining(self) -> float | None:
+        """Seconds left (None: no budget); raises :class:`OutOfTime` when none are."""
+        self._check()
+        return None if self._deadline is None else max(1e-3, self._deadline - time.perf_counter())
+
+    def solve(self, budget_s: float | None = None) -> RoundResult:
+        t_start = time.perf_counter()
+        self._deadline = None if budget_s is None else t_start + budget_s
         p = self.problem
+        try:
+            x, bound, sync_s, solve_s, info = self.relax()
+        except OutOfTime:
+            t0 = time.perf_counter()
+            pick = self.repair_last()
+            self._remember(pick)
+            return RoundResult(pick=pick, objective=p.objective(pick), bound=float("nan"), sync_s=0.0,
+                               solve_s=t0 - t_start, shim_s=time.perf_counter() - t0, info={"fallback": 1.0},
+                               fallback=True)
+        finally:
+            self._deadline = None
         t0 = time.perf_counter()
         pick = shim(p.value, p.size, p.resource, p.row_of, p.capacity, x, p.num_rows, fill=self.fill)
         shim_s = time.perf_counter() - t0
+        self._remember(pick)
         return RoundResult(pick=pick, objective=p.objective(pick), bound=bound, sync_s=sync_s, solve_s=solve_s,
                            shim_s=shim_s, info=info)
+
+    def _remember(self, pick: np.ndarray) -> None:
+        p = self.problem
+        rows = np.nonzero(pick >= 0)[0]
+        offsets = pick[rows] - p.row_start[rows]
+        self._last = {p.row_key(int(r)): int(o) for r, o in zip(rows.tolist(), offsets.tolist(), strict=True)}
+
+    def repair_last(self) -> np.ndarray:
+        """The previous allocation on today's problem: departures dropped, the rest kept while it fits."""
+        p = self.problem
+        pick = np.full(p.num_rows, -1, dtype=np.int64)
+        left = p.capacity.astype(float).copy()
+        kept = []
+        for key, off in self._last.items():
+            if key not in p:
+                continue
+            row = p.row_of_key(key)
+            slot = int(p.row_start[row]) + off
+            if slot < p.row_stop(row) and p.value[slot] > 0:
+                kept.append((-float(p.value[slot]), slot, row))
+        for _, slot, row in sorted(kept):
+            r = p.resource[slot]
+            if p.size[slot] <= left[r] + 1e-9:
+                pick[row] = slot
+                left[r] -= p.size[slot]
+        return pick
 
 
 class LPStar(Method):
@@ -87,7 +151,9 @@ class LPStar(Method):
         problem, slots, _rows = self.problem.snapshot()
         sparse = problem.to_sparse()
         build_s = time.perf_counter() - t0
-        sol = solve_sparse(sparse, integer=False, lp_method=self.lp_method)
+        sol = solve_sparse(sparse, integer=False, lp_method=self.lp_method, time_limit_s=self._remaining())
+        if not sol.optimal:
+            raise OutOfTime
         x = np.zeros(self.problem.num_slots)
         x[slots] = sol.x
         return x, sol.bound, build_s, sol.solve_s, {"iterations": float(sol.iterations)}
@@ -181,9 +247,13 @@ class WarmSimplex(Method):
         t0 = time.perf_counter()
         self.sync()
         t1 = time.perf_counter()
+        remaining = self._remaining()
+        self.h.setOptionValue("time_limit", float(remaining) if remaining is not None else INF)
         self.h.run()
         t2 = time.perf_counter()
         text, optimal = model_status(self.h)
+        if not optimal and text != "Empty":
+            raise OutOfTime
         info = self.h.getInfo()
         sol = self.h.getSolution()
         x = np.asarray(sol.col_value, dtype=float) if sol.value_valid else np.zeros(self._cols)
@@ -250,6 +320,7 @@ class Lagrangian(Method):
         evals = 0
         for _ in range(self.sweeps):
             for k in range(K):
+                self._check()
                 vk, sk, starts, rows = per[k]
                 if len(vk) == 0:
                     price[k] = 0.0
@@ -430,6 +501,7 @@ class ProximalPoint(Method):
             center = xw.copy()
             steps += 1
             for _ in range(self.inner):
+                self._check()
                 sweeps += 1
                 # resource rows, each exactly (given the job duals)
                 base = center + eta * (v - mu[seg])
@@ -519,8 +591,8 @@ class ContinualAssignment:
         self.method = WARM_METHODS[method](self.problem, fill=fill)
         self._sig: dict[Hashable, bytes] = {}
 
-    def solve(self, problem: AssignmentProblem, group_keys: Sequence[Hashable],
-              signatures: Sequence[bytes]) -> AssignmentResult:
+    def solve(self, problem: AssignmentProblem, group_keys: Sequence[Hashable], signatures: Sequence[bytes],
+              budget_s: float | None = None) -> AssignmentResult:
         """``signatures[g]`` names group ``g``'s option set (same bytes: same options in the same order)."""
         t0 = time.perf_counter()
         if len(group_keys) != problem.num_groups or len(signatures) != problem.num_groups:
@@ -558,7 +630,7 @@ class ContinualAssignment:
             if store.capacity[r] != cap[r]:
                 store.set_capacity(r, float(cap[r]))
         build_s = time.perf_counter() - t0
-        res = self.method.solve()
+        res = self.method.solve(budget_s)
         choice = np.full(problem.num_groups, -1, dtype=np.int64)
         fo = np.nonzero(forced)[0]
         choice[problem.group[fo]] = fo
@@ -568,5 +640,6 @@ class ContinualAssignment:
             if slot >= 0:
                 choice[g] = opts[slot - int(store.row_start[row])]
         return AssignmentResult(choice=choice, objective=problem.objective(choice), bound=res.bound,
-                                method=self.method.name, status="shim", solve_s=res.total_s, build_s=build_s,
+                                method=self.method.name, status="fallback" if res.fallback else "shim",
+                                solve_s=res.total_s, build_s=build_s,
                                 info={"shim_s": res.shim_s, **res.info})

@@ -73,6 +73,20 @@ def parse_tau(raw: str, key: str) -> float | None:
     return value
 
 
+def parse_budget(raw: str, key: str) -> float | None:
+    """Seconds, or ``off``/``none`` for no budget."""
+    text = raw.strip().lower()
+    if text in ("off", "none", "no", "false"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"cannot read '{raw}' as seconds (or off)", field=key) from None
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f"a time budget must be a positive number of seconds (or off), got '{raw}'", field=key)
+    return value
+
+
 def parse_reservation(item: str) -> tuple[str, int]:
     gtype, sep, count = item.partition(":")
     if not sep or not count.strip().isdigit() or int(count) < 1:
@@ -111,6 +125,9 @@ class SiaAllocation(EstimatingAllocation):
     #: With the continual solvers: after the thesis's shim, give jobs left without GPUs their most valuable
     #: option that still fits (not in the thesis; off follows its text).
     shim_fill: bool = False
+    #: With the continual solvers: seconds a round's solve may take; past it the previous allocation,
+    #: repaired for departures and arrivals, is used (``sia.fallback`` = 1 in the round's info). None: no limit.
+    time_budget_s: float | None = ranged(None, 1e-3, 3600.0, parse=parse_budget)
     #: Limit GPU-count growth to 2x per round (jobs start from their minimum).
     max_doubling: bool = True
     #: What the 2x limit doubles: ``current`` (the job's GPU count now) or ``largest-seen`` (the largest
@@ -241,7 +258,7 @@ class SiaAllocation(EstimatingAllocation):
             "sia.milp": 1.0 if result.method == "milp" else 0.0, "sia.solve_s": float(solve_wall_s),
             "sia.highs_s": float(result.solve_s), "sia.estimator_s": float(estimator_s),
             "sia.build_s": float(build_s), "sia.iterations": float(result.iterations),
-            "sia.profiles": float(len(profiles)),
+            "sia.profiles": float(len(profiles)), "sia.fallback": 1.0 if result.status == "fallback" else 0.0,
         })
         return plan
 
@@ -338,7 +355,7 @@ class SiaAllocation(EstimatingAllocation):
             hi = np.searchsorted(opts.job_of, np.arange(problem.num_groups), side="right")
             sigs = [np.stack([opts.type_idx[a:b], opts.gpus[a:b], opts.nodes[a:b]]).astype(np.int64).tobytes()
                     for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
-            res = self._continual.solve(problem, [j.job_id for j in opts.jobs], sigs)
+            res = self._continual.solve(problem, [j.job_id for j in opts.jobs], sigs, self.time_budget_s)
             if problem.is_feasible(res.choice):
                 return res
             self._continual = None  # never expected (the shim is feasible); start afresh next round
