@@ -407,7 +407,7 @@ class ProximalPoint(Method):
 
     name = "continual"
 
-    def __init__(self, problem: DifferentialAssignment, *, eta: float = 10.0, width: int = 2, prox_steps: int = 30,
+    def __init__(self, problem: DifferentialAssignment, *, eta: float = 10.0, width: int = 2, prox_steps: int = 15,
                  inner: int = 5, tol: float = 1e-3, fill: bool = False) -> None:
         super().__init__(problem, fill=fill)
         self.eta = eta
@@ -548,13 +548,23 @@ def _simplex_shift(w: np.ndarray, seg: np.ndarray, starts: np.ndarray) -> np.nda
     nseg = len(starts)
     if nseg == 0:
         return np.zeros(0)
-    plus = np.bincount(seg, weights=np.maximum(w, 0.0), minlength=nseg)
+    pos = w > 0
+    plus = np.bincount(seg, weights=np.where(pos, w, 0.0), minlength=nseg)
     theta = np.zeros(nseg)
     over = plus > 1.0
     if not over.any():
         return theta
-    sel = np.nonzero(over[seg])[0]
-    order = sel[np.lexsort((-w[sel], seg[sel]))]
+    # one positive entry: it is cut to 1 (closed form); only segments with several are sorted
+    npos = np.bincount(seg, weights=pos, minlength=nseg)
+    single = over & (npos == 1)
+    theta[single] = plus[single] - 1.0
+    multi = over & (npos > 1)
+    if not multi.any():
+        return theta
+    sel = np.nonzero(multi[seg] & pos)[0]  # entries <= 0 never carry weight once theta >= 0
+    # by segment, then largest w first, in one float sort: seg + (1 - w / wmax) lies in [seg, seg + 1)
+    wsel = w[sel]
+    order = sel[np.argsort(seg[sel] + (1.0 - wsel / (wsel.max() * (1.0 + 1e-9))))]
     ws, sg = w[order], seg[order]
     st = _segments(sg)
     lens = np.diff(np.append(st, len(ws)))
