@@ -228,3 +228,42 @@ def test_time_budget_fallback_keeps_every_invariant(seed: int, method: str, budg
             assert set(now) <= set(before) & set(p.keys())  # no arrival, no departed job
             assert all(before[k] == o for k, o in now.items())  # kept jobs keep their option
         before = now
+
+
+@settings(max_examples=30, deadline=None)
+@given(cap=st.lists(st.integers(0, 200), min_size=1, max_size=7), k=st.integers(1, 16), seed=st.integers(0, 99))
+def test_pop_splits_capacity_whole_and_even(cap: list[int], k: int, seed: int) -> None:
+    from dlsched.solvers.pop import split_capacity
+
+    parts = split_capacity(np.array(cap, dtype=float), k, np.random.default_rng(seed))
+    assert parts.shape == (k, len(cap))
+    assert np.array_equal(parts.sum(axis=0), np.array(cap, dtype=float))
+    assert np.all(parts.max(axis=0) - parts.min(axis=0) <= 1)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_pop_is_feasible_and_keeps_jobs_in_their_part(workers: int) -> None:
+    from dlsched.solvers.pop import POP
+
+    stream = ChurnStream(BLOCKS, jobs=80, churn=0.2, seed=4)
+    p = stream.problem
+    pop = POP(p, 4, workers=workers, seed=1)
+    try:
+        parts: dict = {}
+        for t in range(3):
+            if t:
+                stream.step()
+            r = pop.solve()
+            assert p.is_feasible(r.pick)
+            assert 0 < r.info["critical_path_s"] <= r.total_s
+            for key in p.keys():
+                assert parts.setdefault(key, pop._part[key]) == pop._part[key]  # a job never changes part
+            # each part's allocation fits that part's own GPUs
+            assert pop._caps is not None
+            for part in range(4):
+                rows = np.array([p.row_of_key(k) for k in p.keys() if pop._part[k] == part], dtype=np.int64)
+                sub = np.full(p.num_rows, -1, dtype=np.int64)
+                sub[rows] = r.pick[rows]
+                assert np.all(p.usage(sub) <= pop._caps[part] + 1e-9)
+    finally:
+        pop.close()

@@ -56,6 +56,8 @@ class POP:
         self.rng = np.random.default_rng(seed)
         self._part: dict[Hashable, int] = {}
         self._pool: ProcessPoolExecutor | None = None
+        #: Per part its GPUs of each type, drawn again only when the cluster's counts change.
+        self._caps: np.ndarray | None = None
         self.last_critical_s = 0.0
 
     def close(self) -> None:
@@ -83,7 +85,9 @@ class POP:
         p = self.problem
         full, slots, rows = p.snapshot()
         part_of_group = self._parts_of(rows)
-        caps = split_capacity(p.capacity, self.k, self.rng)
+        if self._caps is None or not np.array_equal(self._caps.sum(axis=0), np.floor(p.capacity)):
+            self._caps = split_capacity(p.capacity, self.k, self.rng)  # GPUs stay in their part, too
+        caps = self._caps
         part_of_opt = part_of_group[full.group]
         subs, maps = [], []
         for i in range(self.k):
