@@ -10,6 +10,7 @@ estimates (their value row changes): the churn the thesis measures in figure 4.2
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -56,6 +57,8 @@ class ChurnStream:
         self.problem = DifferentialAssignment([b.gpus for b in self.blocks])
         self._next = 0
         self._params: dict[int, tuple[np.ndarray, float, int]] = {}
+        #: Seconds spent inside the problem's edit calls during the last :meth:`step` (not making the options).
+        self.edit_s = 0.0
         for _ in range(jobs):
             self._add()
 
@@ -79,15 +82,21 @@ class ChurnStream:
         held = int(self.rng.choice([0, 1, 2, 4, 8, 16, 32], p=[0.4, 0.2, 0.15, 0.1, 0.08, 0.05, 0.02]))
         limit = max(1, 2 * held)
         self._params[key] = (speed, scal, limit)
-        self.problem.add_job(key, *self._options(speed, scal, limit))
+        options = self._options(speed, scal, limit)
+        t0 = time.perf_counter()
+        self.problem.add_job(key, *options)
+        self.edit_s += time.perf_counter() - t0
 
     def step(self) -> dict[str, int]:
         """One round's edits: departures, as many arrivals, and drifting goodput rows. Returns their counts."""
+        self.edit_s = 0.0
         keys = self.problem.keys()
         n_out = int(self.rng.binomial(len(keys), self.churn)) if keys else 0
         gone = self.rng.choice(len(keys), size=n_out, replace=False) if n_out else np.zeros(0, dtype=np.int64)
         for i in gone.tolist():
+            t0 = time.perf_counter()
             self.problem.remove_job(keys[i])
+            self.edit_s += time.perf_counter() - t0
             del self._params[keys[i]]
         for _ in range(n_out):
             self._add()
@@ -98,5 +107,7 @@ class ChurnStream:
             speed = speed * self.rng.uniform(0.9, 1.1, size=len(speed))
             self._params[keys[i]] = (speed, scal, limit)
             _, _, value = self._options(speed, scal, limit)
+            t0 = time.perf_counter()
             self.problem.set_values(keys[i], value)
+            self.edit_s += time.perf_counter() - t0
         return {"departed": n_out, "arrived": n_out, "drifted": n_drift}
