@@ -309,7 +309,8 @@ def test_more_jobs_than_gpus_everyone_waits_fairly_under_tau():
     assert len(got) < 4  # without the time-varying penalty the first jobs keep the GPUs
 
 
-@pytest.mark.parametrize("solver", ["milp", "lp-round", "incremental", "auto"])
+@pytest.mark.parametrize("solver", ["milp", "lp-round", "incremental", "auto", "continual", "warm-simplex",
+                                    "lagrangian"])
 def test_solvers_give_valid_decisions(solver):
     s = sia(solver=solver)
     jobs = [jv(spec(f"j{i}", num_gpus=8)) for i in range(6)]
@@ -380,7 +381,7 @@ def test_sia_decisions_respect_capacity_and_gangs_every_round(data):
     cluster = data.draw(clusters())
     specs = data.draw(workloads(cluster))
     tau = data.draw(st.sampled_from([None, 300.0]))
-    solver = data.draw(st.sampled_from(["milp", "incremental"]))
+    solver = data.draw(st.sampled_from(["milp", "incremental", "continual"]))
     sched = build_scheduler("sia", settings={"solver": solver, **({"tau": str(tau)} if tau else {})})
     checked = []
 

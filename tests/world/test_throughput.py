@@ -31,7 +31,7 @@ def em() -> EfficiencyModel:
 
 def test_catalogue(tm):
     assert tm.models() == set(MAIN) | {"gpt_pmp"}
-    assert tm.known_types() == {"t4", "rtx", "rtx5000", "quad", "v100", "a100", "a40"}
+    assert tm.known_types() == {"t4", "rtx", "rtx5000", "quad", "v100", "a100", "a40", "a10-pcie", "a100-pcie"}
     for model in MAIN:
         for gtype in TYPES:
             assert tm.supports(model, gtype)

@@ -39,6 +39,9 @@ KNOWN_GPU_TYPES: dict[str, GpuType] = {
         GpuType("1080ti", 11.0, "NVIDIA GTX 1080Ti", 1),
         GpuType("titanxp", 12.0, "NVIDIA Titan Xp", 2),
         GpuType("rtx3090", 24.0, "NVIDIA RTX 3090", 4),
+        # not profiled: derived from a100 by published relative speeds (world/params/derived_types.json)
+        GpuType("a10-pcie", 24.0, "NVIDIA A10 (PCIe)", 3),
+        GpuType("a100-pcie", 40.0, "NVIDIA A100 PCIe", 6),
     )
 }
 

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from dlsched.world.efficiency import EfficiencyModel
 
 #: Parameter names of one (model, GPU type) entry (see the module docstring).
+#: Gradient-synchronisation terms (what a server's interconnect decides).
+SYNC_PARAMS = ("alpha_n", "beta_n", "alpha_r", "beta_r", "delta_n", "kappa")
 PARAM_NAMES = ("alpha_c", "beta_c", "zeta_c", "q_c", "eps", "pi", "alpha_n", "beta_n", "alpha_r", "beta_r",
                "delta_n", "kappa", "gamma")
 
@@ -115,6 +117,8 @@ class ThroughputModel:
                                          if not k.startswith("_")}
         self._restart: dict[str, float] = {k: float(v) for k, v in params["restart_delay_s"].items()
                                            if not k.startswith("_")}
+        for name, spec in params.get("derived_types", {}).items():
+            self._derive(name, spec)
         self._best_cache: dict[tuple, BatchChoice | None] = {}
         #: Efficiency models seen by best_batch, held so their ids (part of the cache key) stay unique.
         self._effs: dict[int, EfficiencyModel] = {}
@@ -123,6 +127,29 @@ class ThroughputModel:
     def load(cls) -> ThroughputModel:
         """The packaged model (cached: every World shares one instance and its batch cache)."""
         return _load_packaged()
+
+    def _derive(self, name: str, spec: dict[str, Any]) -> None:
+        """A GPU type nobody profiled, from a profiled one: compute ``speed`` times as fast, sync of another.
+
+        Per model: ``alpha_c`` and ``beta_c`` (compute per micro-batch) divided by ``speed``, the sync terms of
+        ``sync_from`` (its interconnect) where that model was profiled there, ``max_local_bsz`` scaled by
+        ``memory_ratio``; everything else as ``from``. The relative speed is ``from``'s times ``speed``.
+        """
+        base, speed = spec["from"], float(spec["speed"])
+        sync_from, mem = spec.get("sync_from", base), float(spec.get("memory_ratio", 1.0))
+        for entries in self._entries.values():
+            if base not in entries:
+                continue
+            e = dict(entries[base])
+            e["alpha_c"] /= speed
+            e["beta_c"] /= speed
+            if sync_from in entries:
+                for key in SYNC_PARAMS:
+                    e[key] = entries[sync_from][key]
+            e["max_local_bsz"] = max(1, int(e["max_local_bsz"] * mem))
+            e["rows"] = 0  # derived, not fitted
+            entries[name] = e
+        self._speed[name] = self._speed[base] * speed
 
     # -- what is known ---------------------------------------------------------------------------------
     def models(self) -> set[str]:
@@ -275,4 +302,7 @@ class ThroughputModel:
 @cache
 def _load_packaged() -> ThroughputModel:
     text = resources.files("dlsched").joinpath("world/params/throughput.json").read_text(encoding="utf-8")
-    return ThroughputModel(json.loads(text))
+    params = json.loads(text)
+    derived = resources.files("dlsched").joinpath("world/params/derived_types.json").read_text(encoding="utf-8")
+    params["derived_types"] = json.loads(derived)["types"]
+    return ThroughputModel(params)

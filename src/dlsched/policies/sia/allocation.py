@@ -49,9 +49,10 @@ from dlsched.policies.sia.problem import (
 from dlsched.policies.sia.profiling import ProfilePlanner, ProfileRequest
 from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan, Shape
 from dlsched.solvers import AssignmentProblem, AssignmentResult, IncrementalAssignment, solve_assignment
+from dlsched.solvers.continual import ContinualAssignment
 
 PROFILING_MODES = ("bootstrap", "oracle", "none")
-SOLVERS = ("auto", "milp", "lp-round", "incremental")
+SOLVERS = ("auto", "milp", "lp-round", "incremental", "continual", "warm-simplex", "lagrangian")
 GROWTH_CAPS = ("current", "largest-seen")
 TIE_BREAKS = ("keep", "solver")
 #: Default window of the time-varying penalty when switched on without a value (section 3.5.6).
@@ -71,6 +72,20 @@ def parse_tau(raw: str, key: str) -> float | None:
         raise InputError(f"cannot read '{raw}' as seconds (or on/off)", field=key) from None
     if not math.isfinite(value) or value <= 0:
         raise InputError(f"tau must be a positive number of seconds (or off), got '{raw}'", field=key)
+    return value
+
+
+def parse_budget(raw: str, key: str) -> float | None:
+    """Seconds, or ``off``/``none`` for no budget."""
+    text = raw.strip().lower()
+    if text in ("off", "none", "no", "false"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"cannot read '{raw}' as seconds (or off)", field=key) from None
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f"a time budget must be a positive number of seconds (or off), got '{raw}'", field=key)
     return value
 
 
@@ -104,9 +119,17 @@ class SiaAllocation(EstimatingAllocation):
     #: (the simulator's truth; comparison runs only) or ``none`` (learn as you go).
     profiling: str = "bootstrap"
     #: ``milp`` (exact), ``lp-round`` (interior-point relaxation + rounding), ``incremental`` (warm-started
-    #: simplex on an edited model + rounding) or ``auto`` (MILP up to ``milp_max_options`` options).
+    #: simplex on an edited model + rounding), ``auto`` (MILP up to ``milp_max_options`` options), or the
+    #: continual methods of thesis chapter 4 over a differential problem, each with the integer shim:
+    #: ``continual`` (proximal point with coordinate descent), ``warm-simplex`` or ``lagrangian``.
     solver: str = "auto"
     milp_max_options: int = ranged(2500, 0, 1_000_000)
+    #: With the continual solvers: after the thesis's shim, give jobs left without GPUs their most valuable
+    #: option that still fits (not in the thesis; off follows its text).
+    shim_fill: bool = False
+    #: With the continual solvers: seconds a round's solve may take; past it the previous allocation,
+    #: repaired for departures and arrivals, is used (``sia.fallback`` = 1 in the round's info). None: no limit.
+    time_budget_s: float | None = ranged(None, 1e-3, 3600.0, parse=parse_budget)
     #: Limit GPU-count growth to 2x per round (jobs start from their minimum).
     max_doubling: bool = True
     #: What the 2x limit doubles: ``current`` (the job's GPU count now) or ``largest-seen`` (the largest
@@ -148,6 +171,7 @@ class SiaAllocation(EstimatingAllocation):
                                                      zero_grad=self.zero_grad_stats)
         self._configs: tuple[int, ConfigSet] | None = None
         self._incremental: IncrementalAssignment | None = None
+        self._continual: ContinualAssignment | None = None
         self._cands: dict[str, Candidates | None] = {}
         #: Largest GPU count each job has been profiled or has run at (for ``growth_cap=largest-seen``).
         self._largest_seen: dict[str, int] = {}
@@ -247,7 +271,7 @@ class SiaAllocation(EstimatingAllocation):
             "sia.milp": 1.0 if result.method == "milp" else 0.0, "sia.solve_s": float(solve_wall_s),
             "sia.highs_s": float(result.solve_s), "sia.estimator_s": float(estimator_s),
             "sia.build_s": float(build_s), "sia.iterations": float(result.iterations),
-            "sia.profiles": float(len(profiles)),
+            "sia.profiles": float(len(profiles)), "sia.fallback": 1.0 if result.status == "fallback" else 0.0,
         })
         return plan
 
@@ -277,6 +301,7 @@ class SiaAllocation(EstimatingAllocation):
         if self._configs is None or self._configs[0] != id(cluster):
             self._configs = (id(cluster), build_config_set(cluster))
             self._incremental = None
+            self._continual = None
             self._cands = {}
         return self._configs[1]
 
@@ -336,6 +361,18 @@ class SiaAllocation(EstimatingAllocation):
             return solve_assignment(problem, "milp")
         if method == "auto":
             method = "milp" if problem.num_options <= self.milp_max_options else "incremental"
+        if method in ("continual", "warm-simplex", "lagrangian"):
+            if self._continual is None:
+                self._continual = ContinualAssignment(len(capacity), method, fill=self.shim_fill)
+            lo = np.searchsorted(opts.job_of, np.arange(problem.num_groups), side="left")
+            hi = np.searchsorted(opts.job_of, np.arange(problem.num_groups), side="right")
+            sigs = [np.stack([opts.type_idx[a:b], opts.gpus[a:b], opts.nodes[a:b]]).astype(np.int64).tobytes()
+                    for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
+            res = self._continual.solve(problem, [j.job_id for j in opts.jobs], sigs, self.time_budget_s)
+            if problem.is_feasible(res.choice):
+                return res
+            self._continual = None  # never expected (the shim is feasible); start afresh next round
+            return solve_assignment(problem, "lp-round")
         if method == "incremental":
             if self._incremental is None:
                 self._incremental = IncrementalAssignment(len(capacity))

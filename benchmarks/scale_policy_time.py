@@ -1,0 +1,166 @@
+"""Policy time per round at tens of thousands of GPUs: continual methods beside LP* and POP-k (thesis ch. 4).
+
+The problem is shaped like the thesis's COpter prototype: seven GPU types in blocks of 256 GPUs (azure 6x8,
+aws 8x4, dgx-ext 4x8, quad 8x4, rtx 6x8, a10-pcie 8x4, a100-pcie 8x4) scaled to ``--gpus``, Sia's
+configurations on every type for each job (powers of two within a node, whole nodes beyond, up to Sia's
+doubling limit and 64 GPUs), values from Sia's transformed objective, and churn between rounds (a fraction
+``--churn`` of the jobs leaves and as many arrive; a fraction ``--drift`` reports new goodput estimates); see
+:mod:`dlsched.solvers.synthetic`. All methods see the same problem in every round (one
+:class:`~dlsched.solvers.differential.DifferentialAssignment`, edited in place):
+
+* ``lpstar``: the relaxation built and solved from scratch each round (HiGHS dual simplex), then the shim;
+* ``pop-16``: POP with 16 sub-problems solved as MILPs in ``--workers`` worker processes; ``median_s``/``p99_s``
+  are the measured wall time, ``critical_path_*`` the slowest sub-problem (its time with 16 cores);
+* ``warm-simplex``, ``continual`` (proximal point with coordinate descent), ``lagrangian``: warm-started from
+  the previous round, then the shim.
+
+The first round is every method's cold start (reported as ``first_s``) and is not counted; the figures are
+over the ``--rounds`` rounds after it. ``objective_vs_lpstar`` is the method's total shimmed objective over
+LP*'s in the same rounds (``min_objective_vs_lpstar`` the worst round); ``edits_median_s`` is the time the
+differential interface took to apply a round's ``edits_per_round`` edits (job arrivals, departures and value
+rows; not the time to make the new jobs' options). Prints a human line per method on stderr, then one JSON
+object per line per method.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from dlsched.solvers.continual import Lagrangian, LPStar, ProximalPoint, RoundResult, WarmSimplex
+from dlsched.solvers.differential import DifferentialAssignment
+from dlsched.solvers.pop import POP
+from dlsched.solvers.synthetic import ChurnStream, ResourceBlock
+
+#: The thesis prototype's 256-GPU block: (type, nodes, GPUs per node).
+BLOCK = [("azure", 6, 8), ("aws", 8, 4), ("dgx-ext", 4, 8), ("quad", 8, 4), ("rtx", 6, 8), ("a10-pcie", 8, 4),
+         ("a100-pcie", 8, 4)]
+METHODS = ["lpstar", "pop-16", "warm-simplex", "continual", "lagrangian"]
+
+
+def make_method(name: str, problem: DifferentialAssignment, workers: int) -> LPStar | WarmSimplex | POP:
+    if name == "lpstar":
+        return LPStar(problem)
+    if name.startswith("pop-"):
+        return POP(problem, int(name.split("-", 1)[1]), workers=workers)
+    if name == "warm-simplex":
+        return WarmSimplex(problem)
+    if name == "continual":
+        return ProximalPoint(problem)
+    if name == "lagrangian":
+        return Lagrangian(problem)
+    raise ValueError(f"unknown method {name!r}")
+
+
+def _pct(values: list[float], q: float) -> float:
+    return round(float(np.percentile(values, q)), 5) if values else float("nan")
+
+
+def run(gpus: int, jobs: int, rounds: int, churn: float, drift: float, methods: list[str], workers: int,
+        seed: int) -> list[dict]:
+    scale = gpus // 256
+    stream = ChurnStream([ResourceBlock(n * scale, per) for _, n, per in BLOCK], jobs=jobs, churn=churn,
+                         drift=drift, seed=seed)
+    problem = stream.problem
+    names = ["lpstar"] + [m for m in methods if m != "lpstar"]
+    solvers = {m: make_method(m, problem, workers) for m in names}
+    times: dict[str, list[float]] = {m: [] for m in names}
+    critical: dict[str, list[float]] = {m: [] for m in names}
+    obj: dict[str, list[float]] = {m: [] for m in names}
+    first: dict[str, float] = {}
+    edits: list[float] = []
+    edit_counts: list[int] = []
+    active: list[int] = []
+    try:
+        for t in range(rounds + 1):
+            if t:
+                counts = stream.step()
+                edits.append(stream.edit_s)
+                edit_counts.append(counts["departed"] + counts["arrived"] + counts["drifted"])
+            active.append(len(problem))
+            for m, solver in solvers.items():
+                res: RoundResult = solver.solve()
+                if not problem.is_feasible(res.pick):
+                    raise AssertionError(f"{m} returned an infeasible allocation in round {t}")
+                if t == 0:
+                    first[m] = res.total_s
+                    continue
+                times[m].append(res.total_s)
+                obj[m].append(res.objective)
+                if "critical_path_s" in res.info:
+                    critical[m].append(res.info["critical_path_s"])
+            if t:
+                print(f"round {t}: " + ", ".join(f"{m} {times[m][-1]:.3f}s" for m in names), file=sys.stderr,
+                      flush=True)
+    finally:
+        for solver in solvers.values():
+            if isinstance(solver, POP):
+                solver.close()
+    rows = []
+    ref = np.array(obj["lpstar"])
+    for m in (x for x in methods if x in solvers):
+        mine = np.array(obj[m])
+        row = {"bench": "scale_policy_time", "method": m, "gpus": int(problem.capacity.sum()),
+               "jobs_active": int(np.median(active)), "options": int(problem.live_slots), "rounds": rounds,
+               "churn": churn, "drift": drift, "median_s": _pct(times[m], 50), "p99_s": _pct(times[m], 99),
+               "max_s": round(max(times[m]), 5) if times[m] else float("nan"),
+               "objective_vs_lpstar": round(float(mine.sum() / ref.sum()), 5) if ref.sum() > 0 else 1.0,
+               "min_objective_vs_lpstar": round(float(np.min(mine / np.where(ref > 0, ref, 1.0))), 5),
+               "first_s": round(first[m], 4), "edits_median_s": _pct(edits, 50),
+               "edits_per_round": int(np.median(edit_counts)) if edit_counts else 0}
+        if critical[m]:
+            row["critical_path_median_s"] = _pct(critical[m], 50)
+            row["critical_path_p99_s"] = _pct(critical[m], 99)
+        rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gpus", type=int, default=25_600, help="cluster size, a multiple of 256")
+    ap.add_argument("--jobs", type=int, default=None, help="active jobs (default: 0.3 per GPU)")
+    ap.add_argument("--rounds", type=int, default=30, help="rounds measured after the cold first round")
+    ap.add_argument("--churn", type=float, default=0.03, help="fraction of jobs leaving (and arriving) per round")
+    ap.add_argument("--drift", type=float, default=0.05, help="fraction of jobs with new goodput per round")
+    ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated methods")
+    ap.add_argument("--workers", type=int, default=2, help="worker processes for POP")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="512 GPUs, 150 jobs, 4 rounds (seconds)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.gpus, args.jobs, args.rounds = 512, 150, 4
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    problems = []
+    if args.gpus < 256 or args.gpus % 256:
+        problems.append(f"--gpus: {args.gpus} is not a positive multiple of 256 (the thesis's block)")
+    if args.rounds < 1:
+        problems.append(f"--rounds: {args.rounds} must be at least 1")
+    if not 0.0 <= args.churn <= 1.0 or not 0.0 <= args.drift <= 1.0:
+        problems.append("--churn and --drift are fractions in [0, 1]")
+    if args.jobs is not None and args.jobs < 1:
+        problems.append(f"--jobs: {args.jobs} must be at least 1")
+    if args.workers < 1:
+        problems.append(f"--workers: {args.workers} must be at least 1")
+    unknown = [m for m in methods if m not in METHODS and not (m.startswith("pop-") and m[4:].isdigit()
+                                                               and int(m[4:]) >= 1)]
+    if unknown:
+        problems.append(f"--methods: unknown {', '.join(unknown)} (one of {', '.join(METHODS)}, or pop-K)")
+    if problems:
+        print(f"error: {problems[0]}", file=sys.stderr)
+        return 2
+    jobs = args.jobs if args.jobs is not None else int(0.3 * args.gpus)
+    rows = run(args.gpus, jobs, args.rounds, args.churn, args.drift, methods, args.workers, args.seed)
+    for r in rows:
+        extra = (f", critical path p99 {r['critical_path_p99_s']:.3f}s" if "critical_path_p99_s" in r else "")
+        print(f"{r['method']:>12} {r['gpus']} GPUs, {r['jobs_active']} jobs: median {r['median_s']:.3f}s, "
+              f"p99 {r['p99_s']:.3f}s{extra}, objective {r['objective_vs_lpstar']:.4f} of LP*", file=sys.stderr)
+    for r in rows:
+        print(json.dumps(r))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""benchmarks/scale_policy_time.py --quick: the JSON lines the issue names, for every method."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "scale_policy_time.py"
+KEYS = {"method", "gpus", "jobs_active", "median_s", "p99_s", "objective_vs_lpstar"}
+
+
+def test_quick_run_reports_every_method() -> None:
+    out = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--workers", "1"], capture_output=True, text=True,
+                         timeout=300, check=True)
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["method"] for r in rows] == ["lpstar", "pop-16", "warm-simplex", "continual", "lagrangian"]
+    for r in rows:
+        assert KEYS <= set(r)
+        assert r["gpus"] == 512 and r["jobs_active"] == 150
+        assert 0 < r["median_s"] <= r["p99_s"]
+        assert r["objective_vs_lpstar"] > 0.8
+    assert rows[0]["objective_vs_lpstar"] == 1.0
+    pop = rows[1]
+    assert 0 < pop["critical_path_p99_s"] <= pop["p99_s"]  # the slowest part cannot take longer than all parts
+
+
+def test_bad_options_are_one_error_line() -> None:
+    out = subprocess.run([sys.executable, str(SCRIPT), "--gpus", "1000"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == ["error: --gpus: 1000 is not a positive multiple of 256 (the thesis's block)"]
+    out = subprocess.run([sys.executable, str(SCRIPT), "--methods", "simplex"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and out.stderr.startswith("error: --methods: unknown simplex")
