@@ -122,3 +122,36 @@ def test_two_workers_share_a_gpu_only_under_the_packing_rules(jobs, allows_packi
         assert accepted
     elif not allows_packing or packing_problem(placements, BIG) is not None:
         assert not accepted
+
+
+def test_utilisation_counts_a_shared_gpu_once():
+    # both jobs on GPU 0 of a 2-GPU cluster for the whole run: at most half the cluster is ever held
+    from dlsched.sim.metrics import summarize
+
+    world = World(CLUSTER, WorldConfig(variability=False), seed=0)
+    specs = [job("long", "resnet50", 1, 600.0), job("short", "vgg19", 1, 100.0)]
+    res = Engine(CLUSTER, specs, FixedPacking({"long": (0,), "short": (0,)}), world, SimConfig(round_s=60.0)).run()
+    by_id = {r.job_id: r for r in res.jobs}
+    t_short = by_id["short"].finish_s
+    assert by_id["short"].shared_gpu_s == pytest.approx(t_short)
+    assert by_id["long"].shared_gpu_s == pytest.approx(t_short)
+    util = summarize(res.jobs, res.rounds, num_gpus=2, sim_wall_s=0.0)["utilization"]
+    assert util == pytest.approx(0.5)
+
+
+def test_round_records_keep_what_the_coordinator_reported():
+    from dlsched.policies.registry import build_scheduler
+    from dlsched.sim.metrics import rounds_frame
+    from dlsched.sim.run import attach_oracle
+
+    specs = [job("big", "resnet50", 2, 3000.0), job("small", "efficientnet", 1, 600.0, submit=30.0)]
+    sched = build_scheduler("lucid", coordination="gimbal")
+    world = World(CLUSTER, WorldConfig(variability=False), seed=0)
+    engine = Engine(CLUSTER, specs, sched, world, SimConfig(round_s=60.0))
+    attach_oracle(sched, world, engine)
+    res = engine.run()
+    assert sum(r.info.get("gimbal_searches", 0.0) for r in res.rounds) >= 1
+    assert any(r.info.get("gimbal_search_s", 0.0) > 0 for r in res.rounds)
+    frame = rounds_frame(res.rounds)
+    assert {"gimbal_searches", "gimbal_attempts", "gimbal_search_s"} <= set(frame.columns)
+    assert frame["gimbal_attempts"].sum() == sum(r.info.get("gimbal_attempts", 0.0) for r in res.rounds)
