@@ -9,7 +9,8 @@
   taking turns are unpacked), equal-size jobs unless ``relaxed``;
 * ``gavel-packing``: Gavel's space-sharing policy with the makespan objective (:mod:`dlsched.policies.gavel.packing`);
 * ``lucid``: Lucid (ASPLOS'23) as Gimbal runs it: shortest (expected) job first, packing two jobs when their
-  profiled GPU utilisations and memory footprints allow (Lucid's sharing test), equal-size jobs only; with
+  sharing scores and memory footprints allow (Lucid's sharing test; ``sharing_test=util`` the simplified
+  test on profiled GPU utilisations), equal-size jobs only; with
   ``--set relaxed=true`` the relaxed mode of Gimbal's evaluation (unequal packing, looser limit).
 """
 
@@ -52,7 +53,7 @@ register_scheduler("slurm", SchedulerEntry(
     ordering="fifo", allocation="gang", placement="packed-sticky"))
 register_scheduler("lucid", SchedulerEntry(
     description="Lucid: shortest job first, packing equal-size jobs that pass its sharing test on profiled "
-                "GPU utilisation and memory (relaxed=true: unequal packing, Gimbal's evaluation mode)",
+                "sharing scores and memory (relaxed=true: unequal packing, Gimbal's evaluation mode)",
     ordering="sjf", allocation="packing-gang", placement="packing", coordination="packing"))
 register_scheduler("gavel-packing", SchedulerEntry(
     description="Gavel's packing policy for makespan: LP over time fractions of single jobs and equal-size "
