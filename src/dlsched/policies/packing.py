@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from dlsched.catalog.colocation import ColocationTable
-from dlsched.core import Cluster, ClusterView, Decision, JobView, Placement
+from dlsched.core import Cluster, ClusterView, Decision, JobStatus, JobView, Placement
 from dlsched.core.packing import MAX_WORKERS_PER_GPU, PackingState, holders, min_nodes
 from dlsched.core.ranges import ranged
 from dlsched.policies.placement import FreePool, keeps_current, packed_gpus, start_placement
@@ -285,13 +285,18 @@ class GandivaPlacement(PackingPlacement):
     Each round the stage reads the progress every running job reports and turns it into a speed relative to
     running alone (progress done over the time passed, times the job's expected run time). A packed pair
     whose two speeds add up to less than ``min_pair_speed`` does worse than taking turns: Gandiva unpacks it
-    (the pair never packs again; the job that cannot keep its GPUs moves or waits).
+    (the pair never packs again; the job that cannot keep its GPUs moves or waits). Only a stretch the job
+    ran through on the same GPUs counts: one that began while it was still restoring its checkpoint
+    (placed, moved or restarted since) measures the restore, not how the pair trains together, as Gandiva's
+    introspection times mini-batches of jobs that run.
     """
 
     #: Packed pairs whose summed relative speeds fall below this are unpacked (1: no better than turns).
     min_pair_speed: float = ranged(1.0, 0.0, 2.0)
     name: str = "gandiva"
-    _last: dict[str, tuple[float, float]] = field(default_factory=dict, init=False, repr=False)
+    #: job id -> (time, progress, placement, restarts, running) at the job's last observation.
+    _last: dict[str, tuple[float, float, Placement, int, bool]] = field(default_factory=dict, init=False,
+                                                                        repr=False)
     _bad: set[frozenset[str]] = field(default_factory=set, init=False, repr=False)
 
     def place(self, view: ClusterView, plan: Plan) -> Decision:
@@ -302,9 +307,11 @@ class GandivaPlacement(PackingPlacement):
         speeds: dict[str, float] = {}
         for j in view.jobs:
             last = self._last.get(j.job_id)
-            if j.placement and last is not None and view.time_s > last[0] and j.estimated_duration_s:
+            if (j.placement and last is not None and last[4] and last[2] == j.placement and last[3] == j.restarts
+                    and view.time_s > last[0] and j.estimated_duration_s):
                 speeds[j.job_id] = (j.progress_fraction - last[1]) * j.estimated_duration_s / (view.time_s - last[0])
-            self._last[j.job_id] = (view.time_s, j.progress_fraction)
+            self._last[j.job_id] = (view.time_s, j.progress_fraction, j.placement, j.restarts,
+                                    j.status is JobStatus.RUNNING)
         running = {j.job_id: j.placement for j in view.jobs if j.placement}
         for jobs in holders(running).values():
             if len(jobs) == 2 and all(x in speeds for x in jobs) and sum(speeds[x] for x in jobs) < self.min_pair_speed:
