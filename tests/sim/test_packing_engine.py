@@ -155,3 +155,28 @@ def test_round_records_keep_what_the_coordinator_reported():
     frame = rounds_frame(res.rounds)
     assert {"gimbal_searches", "gimbal_attempts", "gimbal_search_s"} <= set(frame.columns)
     assert frame["gimbal_attempts"].sum() == sum(r.info.get("gimbal_attempts", 0.0) for r in res.rounds)
+
+
+class SearchingPacking(FixedPacking):
+    """Like :class:`FixedPacking`, and the round its limits change it reports a search that paused the job."""
+
+    def __init__(self, *args, search_pause_s: float, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.search_pause_s = search_pause_s
+
+    def schedule(self, view: ClusterView) -> Decision:
+        from dataclasses import replace
+
+        d = super().schedule(view)
+        if view.time_s == self.mps_from_s:
+            for j in self.mps:
+                d.allocations[j] = replace(d.allocations[j], pause_s=self.search_pause_s)
+        return d
+
+
+def test_a_search_pause_and_the_share_switch_add_up():
+    specs = [job("long", "resnet50", 1, 6000.0), job("squeezed", "vgg19", 1, 60000.0)]
+    got = run(CLUSTER, specs, SearchingPacking({"long": (0,), "squeezed": (0,)}, {"squeezed": (50,)},
+                                               mps_from_s=60.0, search_pause_s=10.8))
+    assert got["squeezed"].restarts == 0
+    assert got["squeezed"].restart_gpu_s == pytest.approx(10.8 + SHARE_CHANGE_S)

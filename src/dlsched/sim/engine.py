@@ -248,14 +248,15 @@ class Engine:
             batch = alloc.batch_size if alloc is not None else None
             share = alloc.gpu_share if alloc is not None else 1.0
             mps, split = (alloc.mps_pct, alloc.batch_split) if alloc is not None else ((), ())
-            if alloc is not None and alloc.pause_s > 0 and new_place == j.placement and new_place:
-                # a coordinator's search paused the job (no restart, no progress)
-                j.restart_until_s = max(j.restart_until_s, t + alloc.pause_s)
             if new_place == j.placement:
                 j.batch_size, j.gpu_share = (batch if new_place else None), share
+                # a coordinator's search paused the job, and switching a worker's share restriction pauses
+                # it again: the pauses follow one another (no restart, no progress)
+                pause = alloc.pause_s if alloc is not None and new_place else 0.0
                 if new_place and full_pct(mps, len(new_place)) != full_pct(j.mps_pct, len(new_place)):
-                    # switching a worker's share restriction pauses the job (no restart, no progress)
-                    j.restart_until_s = max(j.restart_until_s, t + self.world.config.share_change_s)
+                    pause += self.world.config.share_change_s
+                if pause > 0:
+                    j.restart_until_s = max(j.restart_until_s, t + pause)
                 j.mps_pct, j.batch_split = mps, split
                 continue
             # placement changed: close the old segment, pay checkpoint-restore on the new GPUs
