@@ -157,3 +157,26 @@ def test_jct_squeezes_the_more_utilising_job():
     # ResNet-50 profiles at 99.8% utilisation, MobileNetV2 at 49%: the busier job gives way (equation 2)
     got = _searched("jct", {"busy": ("resnet50", 4, 3000.0, 1e9), "light": ("mobilenetv2", 2, 3000.0, 1e9)})
     assert min(got["busy"]) < 100 and set(got["light"]) == {100}
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_a_set_that_forms_again_elsewhere_reuses_its_plan_only_when_asked(reuse):
+    world = World(CLUSTER, WorldConfig(variability=False), seed=0)
+    jobs = {"a": ("resnet50", 2, 30000.0), "b": ("vgg16", 2, 600.0)}
+
+    def round_on(gpus: list[int]) -> Decision:
+        placements = {"a": Placement.of(gpus), "b": Placement.of(gpus)}
+        d = Decision()
+        for j, p in placements.items():
+            d.place(j, p)
+        return coord.coordinate(view_of(jobs, placements), d)
+
+    coord = GimbalCoordination(reuse_plans=reuse)
+    coord.attach_monitor(WorldMonitor(world))
+    first = round_on([0, 1])
+    assert first.info["gimbal_searches"] == 1
+    moved = round_on([2, 3])  # the same two jobs, fully overlapped on the other node
+    assert moved.info["gimbal_searches"] == (0 if reuse else 1)
+    if reuse:
+        assert {j: a.mps_pct for j, a in moved.allocations.items()} == \
+            {j: a.mps_pct for j, a in first.allocations.items()}

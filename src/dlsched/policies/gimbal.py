@@ -123,6 +123,11 @@ class GimbalCoordination:
     collect_s: float = ranged(60.0, 0.0, 600.0)
     #: Most attempts per search (a bound for the full search; Algorithm 1 needs at most 100/step per job).
     max_attempts: int = ranged(200, 1, 10000)
+    #: A packing set that forms again with the same jobs sharing GPUs the same way (a scheduler that
+    #: re-pairs jobs every round, as Gavel does, brings back combinations it ran before) reuses the plan its
+    #: last search found instead of searching again; false searches every time a set forms (the paper does
+    #: not say which; a plan is kept while its set lasts either way).
+    reuse_plans: bool = True
     name: str = "gimbal"
     allows_packing: ClassVar[bool] = True
     #: Asks the run for a runtime monitor (:meth:`attach_monitor`).
@@ -132,6 +137,8 @@ class GimbalCoordination:
     _monitor: RuntimeMonitor | None = field(default=None, init=False, repr=False)
     _rules: PackingRules = field(default_factory=PackingRules, init=False, repr=False)
     _plans: dict[tuple, CalibrationPlan] = field(default_factory=dict, init=False, repr=False)
+    #: Plans by the sharing structure of their set (:meth:`_structure`), for ``reuse_plans``.
+    _known: dict[tuple, CalibrationPlan] = field(default_factory=dict, init=False, repr=False)
     _models: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -150,9 +157,11 @@ class GimbalCoordination:
         jobs = {j.job_id: j for j in view.jobs}
         attempts_total, searches, search_s = 0, 0, 0.0
         live: dict[tuple, CalibrationPlan] = {}
+        held = holders(placements)
         for ps in packing_sets(placements):
             key = tuple(sorted((j, placements[j].gpus) for j in ps.members))
-            plan = self._plans.get(key)
+            structure = self._structure(ps, placements, held)
+            plan = self._plans.get(key) or (self._known.get(structure) if self.reuse_plans else None)
             switched: dict[str, int] = {}
             if plan is None:
                 plan, attempts, switched = self.search(view, ps, placements, jobs)
@@ -160,6 +169,7 @@ class GimbalCoordination:
                 attempts_total += attempts
                 search_s += attempts * (self.collect_s + self.switch_s)
             live[key] = plan
+            self._known[structure] = plan
             for j in ps.members:
                 a = decision.allocations[j]
                 pct = tuple(plan.pct[j]) if any(p < 100 for p in plan.pct[j]) else ()
@@ -168,10 +178,19 @@ class GimbalCoordination:
                 decision.allocations[j] = replace(a, mps_pct=pct, batch_split=plan.split.get(j, ()),
                                                   pause_s=a.pause_s + pause)
         self._plans = live
+        active = set(jobs)
+        self._known = {k: p for k, p in self._known.items() if all(j in active for j, _ in k)}
         decision.info["gimbal_searches"] = float(searches)
         decision.info["gimbal_attempts"] = float(attempts_total)
         decision.info["gimbal_search_s"] = search_s
         return decision
+
+    @staticmethod
+    def _structure(ps: PackingSet, placements: Mapping[str, Placement], held: Mapping[int, list[str]]) -> tuple:
+        """Who shares each worker's GPU, per job of the set in worker order: a plan's limits and splits apply
+        to any placement of the same jobs with this structure (the GPUs are alike)."""
+        return tuple(sorted((j, tuple(tuple(sorted(o for o in held[g] if o != j)) for g in placements[j].gpus))
+                            for j in ps.members))
 
     # -- Algorithm 1 -----------------------------------------------------------------------------------
     def search(self, view: ClusterView, ps: PackingSet, placements: Mapping[str, Placement],
