@@ -44,6 +44,7 @@ from dlsched.policies.packing import PackingRules
 
 Objective = Literal["jct", "deadline", "makespan"]
 OBJECTIVES: tuple[str, ...] = ("jct", "deadline", "makespan")
+DEADLINE_GOALS: tuple[str, ...] = ("lateness", "met")
 
 
 class RuntimeMonitor(Protocol):
@@ -110,6 +111,11 @@ class GimbalCoordination:
 
     #: The scheduler's objective: ``jct`` (equations 1-2), ``deadline`` (3-4) or ``makespan`` (5-6).
     objective: str = "jct"
+    #: What the ``deadline`` objective minimises in a set: ``lateness``, the longest time past a deadline
+    #: (equation 3, the paper's), or ``met``, the number of jobs projected to miss their deadline, then their
+    #: summed lateness (the deadline-satisfied ratio the evaluation counts; equation 3 will slow a job that
+    #: can still make its deadline to shorten the lateness of one that cannot).
+    deadline_goal: str = "lateness"
     #: Share restriction step, % of the GPU's threads (section 4.1: 10).
     granularity_pct: int = ranged(10, 1, 50)
     #: Consecutive attempts without gain before the search stops (0: search until no move is left).
@@ -144,6 +150,8 @@ class GimbalCoordination:
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if self.deadline_goal not in DEADLINE_GOALS:
+            raise ValueError(f"deadline_goal must be one of {', '.join(DEADLINE_GOALS)}, got {self.deadline_goal!r}")
         self._table = ColocationTable.load()
 
     def attach_monitor(self, monitor: RuntimeMonitor) -> None:
@@ -299,6 +307,10 @@ class GimbalCoordination:
             return max(times.values())  # equation 5
         late = [max(0.0, view.time_s + times[j] - d) for j in members
                 if (d := jobs[j].spec.deadline_s) is not None]  # equation 3: time past the deadline
+        if self.deadline_goal == "met":
+            # jobs projected to miss first (a job that misses anyway is not worth another's deadline), then
+            # their summed lateness
+            return sum(1.0 for x in late if x > 0) * 1e7 + sum(late) + 1e-9 * sum(times.values())
         return max(late, default=0.0) + 1e-9 * sum(times.values())
 
     def _priority(self, view: ClusterView, subset: list[str], jobs: Mapping[str, JobView], plan: CalibrationPlan,
