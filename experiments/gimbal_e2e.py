@@ -15,7 +15,7 @@ with ``share_restriction=false``); plus share restriction (Gimbal in full).
 Prints the tables and writes, as JSON, the provenance of :func:`dlsched.sim.about.provenance` (commit,
 dirty, dlsched version, every run's resolved configuration in ``configs``) and each run's summary.
 
-    python experiments/gimbal_e2e.py [--seeds 3] [--ablation-seeds 10] [--workers 1]
+    python experiments/gimbal_e2e.py [--seeds 6] [--ablation-seeds 10] [--workers 1]
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def tables(data: dict[str, Any]) -> dict[str, str]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seeds", type=int, default=3, help="trace seeds 1..N (default 3)")
+    p.add_argument("--seeds", type=int, default=6, help="trace seeds 1..N (default 6)")
     p.add_argument("--ablation-seeds", type=int, default=10, help="trace seeds 1..M of the ablation (default 10)")
     p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--out", type=Path, default=OUT, help=f"JSON result file (default {OUT.relative_to(ROOT)})")
