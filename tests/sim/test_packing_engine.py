@@ -180,3 +180,25 @@ def test_a_search_pause_and_the_share_switch_add_up():
                                                mps_from_s=60.0, search_pause_s=10.8))
     assert got["squeezed"].restarts == 0
     assert got["squeezed"].restart_gpu_s == pytest.approx(10.8 + SHARE_CHANGE_S)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["resnet18", "resnet50", "mobilenetv2", "efficientnet", "vgg16"]),
+                          st.sampled_from([1, 2]), st.floats(60.0, 3000.0), st.floats(0.0, 600.0)),
+                min_size=1, max_size=6))
+def test_utilisation_never_exceeds_the_cluster_under_gimbal(jobs):
+    # whatever Lucid packs and Gimbal calibrates, a GPU two jobs share is held once: utilisation <= 1
+    from dlsched.policies.registry import build_scheduler
+    from dlsched.sim.metrics import summarize
+    from dlsched.sim.run import attach_oracle
+
+    cluster = small_cluster((("a40", 2, 2),))
+    specs = [job(f"j{i}", m, k, d, submit=s) for i, (m, k, d, s) in enumerate(jobs)]
+    sched = build_scheduler("lucid", coordination="gimbal")
+    world = World(cluster, WorldConfig(variability=False), seed=0)
+    engine = Engine(cluster, specs, sched, world, SimConfig(round_s=60.0))
+    attach_oracle(sched, world, engine)
+    res = engine.run()
+    util = summarize(res.jobs, res.rounds, num_gpus=cluster.num_gpus, sim_wall_s=0.0)["utilization"]
+    assert util is None or util <= 1.0 + 1e-9
+    assert all(r.allocated_gpus <= cluster.num_gpus for r in res.rounds)
