@@ -58,7 +58,7 @@ experiments: $(STAMP)
 	$(PY) experiments/sia_rigid.py --workloads 3 --workers $(WORKERS)
 	$(PY) experiments/sia_gpt.py --workloads 3 --workers $(WORKERS)
 	$(PY) experiments/gavel_fidelity.py --workloads 2 --workers $(WORKERS)
-	$(PY) experiments/gimbal_e2e.py --seeds 3 --workers $(WORKERS)
+	$(PY) experiments/gimbal_e2e.py --seeds 6 --ablation-seeds 10 --workers $(WORKERS)
 	$(PY) experiments/gimbal_search.py
 	$(PY) benchmarks/coordination_time.py --rounds 20 --out experiments/results/coordination_time.json
 	$(PY) experiments/make_results.py

@@ -1,19 +1,21 @@
 """Gimbal section 7.2 and 7.3: Lucid against Lucid+Gimbal (average JCT and queueing time) against Slurm, and
 Gavel's packing policy against Gavel+Gimbal (makespan), on ``gimbal-32``; figure 12's ablation on
-``gimbal-16`` with 100 Philly jobs. Gandiva with packing (``--policy lucid --ordering edf --placement gandiva``)
-against it with Gimbal for deadlines (jobs meeting their deadline).
+``gimbal-16`` with 100 Philly jobs. Gandiva with packing (``gandiva``) against Gandiva+Gimbal for deadlines
+(jobs meeting their deadline).
 
 End to end: ``gimbal-philly:seed=S`` (150 jobs) and ``gimbal-alibaba:seed=S`` (300 jobs) for seeds 1..N, each
 under ``slurm``, ``lucid`` (conservative packing), ``lucid --coordinator gimbal`` (the base scheduler
 relaxed, Gimbal coordinating for JCT), ``gavel-packing`` and ``gavel-packing --coordinator gimbal --set
-objective=makespan``. Ablation, each step adding to the one before (paper: 1.05x, 1.18x, 1.28x in
+objective=makespan``, ``gandiva`` and ``gandiva --coordinator gimbal --set objective=deadline``. Ablation on
+trace seeds 1..M (``--ablation-seeds``, default 10: one step moves average JCT by a few percent, less
+than one trace seed's noise), each step adding to the one before (paper: 1.05x, 1.18x, 1.28x in
 average JCT over Lucid): ``lucid``; unequal packing (``relaxed=true``); plus input-sample stealing (Gimbal
 with ``share_restriction=false``); plus share restriction (Gimbal in full).
 
 Prints the tables and writes, as JSON, the provenance of :func:`dlsched.sim.about.provenance` (commit,
 dirty, dlsched version, every run's resolved configuration in ``configs``) and each run's summary.
 
-    python experiments/gimbal_e2e.py [--seeds 3] [--workers 1]
+    python experiments/gimbal_e2e.py [--seeds 6] [--ablation-seeds 10] [--workers 1]
 """
 
 from __future__ import annotations
@@ -32,8 +34,6 @@ OUT = ROOT / "experiments" / "results" / "gimbal_e2e.json"
 PAPER = {"philly": {"jct_x": 1.28, "wait_x": 1.87, "makespan_x": 1.12},
          "alibaba": {"jct_x": 1.26, "wait_x": 1.51, "makespan_x": 1.1},
          "ablation": {"unequal": 1.05, "+stealing": 1.18, "+restriction": 1.28}}
-#: Gandiva with packing: Lucid's packing stages with earliest-deadline-first order and Gandiva's introspection.
-GANDIVA = {"ordering": "edf", "placement": "gandiva"}
 #: (label, policy, coordination, settings) of the end-to-end runs.
 E2E: tuple[tuple[str, str, str | None, dict[str, str]], ...] = (
     ("slurm", "slurm", None, {}),
@@ -41,10 +41,10 @@ E2E: tuple[tuple[str, str, str | None, dict[str, str]], ...] = (
     ("lucid+gimbal", "lucid", "gimbal", {}),
     ("gavel-packing", "gavel-packing", None, {}),
     ("gavel-packing+gimbal", "gavel-packing", "gimbal", {"objective": "makespan"}),
-    ("gandiva-packing", "lucid", None, {}),
-    ("gandiva-packing+gimbal", "lucid", "gimbal", {"objective": "deadline"}),
+    ("gandiva", "gandiva", None, {}),
+    ("gandiva+gimbal", "gandiva", "gimbal", {"objective": "deadline"}),
 )
-DEADLINE_ROWS = ("slurm", "gandiva-packing", "gandiva-packing+gimbal")
+DEADLINE_ROWS = ("slurm", "gandiva", "gandiva+gimbal")
 #: The end-to-end rows of the JCT table (Lucid's objective) and of the makespan table (Gavel's).
 JCT_ROWS = ("slurm", "lucid", "lucid+gimbal")
 MAKESPAN_ROWS = ("slurm", "gavel-packing", "gavel-packing+gimbal")
@@ -60,18 +60,17 @@ if "DLSCHED_DATA" not in os.environ and _DATA.is_dir():
     os.environ["DLSCHED_DATA"] = str(_DATA)
 
 
-def configs(seeds: int) -> list[Any]:
+def configs(seeds: int, ablation_seeds: int) -> list[Any]:
     from dlsched.sim.config import RunConfig
 
     out = []
     for source in ("philly", "alibaba"):
         for seed in range(1, seeds + 1):
             for label, policy, coord, extra in E2E:
-                stages = GANDIVA if label.startswith("gandiva") else {}
-                out.append(RunConfig(policy=policy, coordination=coord, cluster="gimbal-32", **stages,
+                out.append(RunConfig(policy=policy, coordination=coord, cluster="gimbal-32",
                                      trace=f"gimbal-{source}:seed={seed}", settings=extra, seed=0,
                                      label=f"e2e | {source} | {label}"))
-    for seed in range(1, seeds + 1):
+    for seed in range(1, ablation_seeds + 1):
         for label, coord, extra in ABLATION:
             out.append(RunConfig(policy="lucid", coordination=coord, cluster="gimbal-16", jobs=100,
                                  trace=f"gimbal-philly:seed={seed}", settings=extra, seed=0,
@@ -116,13 +115,13 @@ def tables(data: dict[str, Any]) -> dict[str, str]:
     met = ["| trace | scheduler | jobs meeting deadlines | share | vs Gandiva | paper |", "|---|---|---|---|---|---|"]
     paper_met = {"philly": "90 vs 110 of 150", "alibaba": "177 vs 233 of 300"}
     for source in ("philly", "alibaba"):
-        base = by[f"e2e | {source} | gandiva-packing"]
+        base = by[f"e2e | {source} | gandiva"]
         for label in DEADLINE_ROWS:
             rows = by[f"e2e | {source} | {label}"]
             frac = _mean(rows, "deadline_met_frac")
             count = statistics.fmean(r["deadline_met_frac"] * r["jobs"] for r in rows)
             x = frac / _mean(base, "deadline_met_frac") if _mean(base, "deadline_met_frac") else float("nan")
-            paper = paper_met[source] if label == "gandiva-packing+gimbal" else ""
+            paper = paper_met[source] if label == "gandiva+gimbal" else ""
             met.append(f"| {source} | {label} | {count:.1f} | {frac:.3f} | {x:.2f}x | {paper} |")
     abl = ["| step | avg JCT (h) | avg queueing (h) | JCT vs Lucid | paper |", "|---|---|---|---|---|"]
     base = by["ablation | philly | lucid"]
@@ -133,15 +132,17 @@ def tables(data: dict[str, Any]) -> dict[str, str]:
         abl.append(f"| {label} | {_mean(rows, 'avg_jct_s') / 3600:.2f} | {_mean(rows, 'avg_wait_s') / 3600:.2f} "
                    f"| {x:.2f}x | {paper} |")
     seeds = data.get("seeds", 1)
+    ablation_seeds = data.get("ablation_seeds", seeds)
     return {"e2e": "\n".join(lines) + f"\n\nMeans over trace seeds 1..{seeds}.",
             "makespan": "\n".join(span_lines) + f"\n\nMeans over trace seeds 1..{seeds}.",
             "deadline": "\n".join(met) + f"\n\nMeans over trace seeds 1..{seeds}.",
-            "ablation": "\n".join(abl) + f"\n\n`gimbal-16`, first 100 jobs of `gimbal-philly:seed=S`, seeds 1..{seeds}."}
+            "ablation": "\n".join(abl) + f"\n\n`gimbal-16`, first 100 jobs of `gimbal-philly:seed=S`, seeds 1..{ablation_seeds}."}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seeds", type=int, default=3, help="trace seeds 1..N (default 3)")
+    p.add_argument("--seeds", type=int, default=6, help="trace seeds 1..N (default 6)")
+    p.add_argument("--ablation-seeds", type=int, default=10, help="trace seeds 1..M of the ablation (default 10)")
     p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--out", type=Path, default=OUT, help=f"JSON result file (default {OUT.relative_to(ROOT)})")
     args = p.parse_args()
@@ -152,8 +153,9 @@ def main() -> None:
 
     provenance()
     t0 = time.perf_counter()
-    records = run_many(configs(args.seeds), workers=args.workers)
+    records = run_many(configs(args.seeds, args.ablation_seeds), workers=args.workers)
     payload = {**provenance([r.config_record() for r in records]), "experiment": "gimbal_e2e", "seeds": args.seeds,
+               "ablation_seeds": args.ablation_seeds,
                "wall_s": sum(r.wall_s for r in records),
                "runs": [{"summary": r.summary, "wall_s": r.wall_s, "complete": r.complete} for r in records]}
     out = tables(payload)

@@ -11,8 +11,11 @@ measured sources, each a set of pairs of jobs run together under free competitio
 Model names are mapped to one canonical lower-case name (:data:`ALIASES`); a pair's speeds are the median
 over every measured variant (batch size, mixed precision, GPU count, source), clipped to (0, 1] (a value
 above 1 is measurement noise: a job never trains faster for sharing its GPU). The table also records, per
-model, the GPU memory one worker needs (median over Lucid's ``single_data.csv`` variants, MiB -> GB) and the
-GPU utilisation it shows alone (Lucid's profiled metric, which its sharing score uses).
+model, the GPU memory one worker needs (median over Lucid's ``single_data.csv`` variants, MiB -> GB), the
+GPU utilisation it shows alone (Lucid's profiled metric) and Lucid's sharing score per batch size: the
+``label`` column of ``single_data.csv`` at full precision (0, 1, 2: how much the job suffers and inflicts when
+packed; Lucid's Packing Analyze Model learns it from the profiled metrics, its analyzer labels a job by its
+mean speed over measured pairs: below 0.85 -> 2, below 0.95 -> 1, else 0).
 
 Usage: ``python scripts/fit_colocation.py [--data-dir DIR]``.
 """
@@ -123,6 +126,9 @@ def derive(base: Path) -> dict:
     single["name"] = single.model.map(ALIASES)
     memory = {m: round(float(g.gmem.median()) / 1024, 2) for m, g in single.groupby("name")}
     util = {m: round(float(g.gpu_util.median()), 1) for m, g in single.groupby("name")}
+    fp32 = single[single.amp == 0]
+    score = {m: {str(int(r.batchsize)): int(r.label) for r in g.sort_values("batchsize").itertuples()}
+             for m, g in sorted(fp32.groupby("name"))}
     for m, (gb, _) in EXTRA_MEMORY_GB.items():
         memory.setdefault(m, gb)
     counts = defaultdict(int)
@@ -140,6 +146,10 @@ def derive(base: Path) -> dict:
         "memory_gb": dict(sorted(memory.items())),
         "memory_notes": {m: why for m, (_, why) in EXTRA_MEMORY_GB.items()},
         "gpu_util_pct": dict(sorted(util.items())),
+        "share_score": score,
+        "_share_score_rule": "Lucid's label (single_data.csv, fp32) per batch size; the nearest profiled batch "
+                             "for others; models Lucid did not profile: its analyzer's rule on the model's median "
+                             "free-competition speed (< 0.85 -> 2, < 0.95 -> 1, else 0)",
         "measured_rows": dict(sorted(counts.items())),
     }
 

@@ -146,7 +146,7 @@ def test_clusters_and_policies_list_what_exists():
     assert {"sia-hetero-64", "sia-homo-64", "sia-physical-44", "pal-64", "pal-256"} <= names
     res = invoke("policies", "--format", "json")
     rows = {json.loads(ln)["name"]: json.loads(ln) for ln in res.stdout.splitlines()}
-    assert {"fifo", "srtf", "sjf", "las", "tiresias", "gandiva", "random", "random-sticky"} <= set(rows)
+    assert {"fifo", "srtf", "sjf", "las", "tiresias", "fifo-packed", "gandiva", "random", "random-sticky"} <= set(rows)
     assert rows["tiresias"]["tunables"]["ordering.queue_limits_gpu_s"] == [3600.0, 36000.0]
     kinds = ("admission", "ordering", "allocation", "placement", "coordination")
     for name in ("sia", "pollux", "gavel", "pal", "pm-first", "fifo"):

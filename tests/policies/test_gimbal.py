@@ -157,3 +157,62 @@ def test_jct_squeezes_the_more_utilising_job():
     # ResNet-50 profiles at 99.8% utilisation, MobileNetV2 at 49%: the busier job gives way (equation 2)
     got = _searched("jct", {"busy": ("resnet50", 4, 3000.0, 1e9), "light": ("mobilenetv2", 2, 3000.0, 1e9)})
     assert min(got["busy"]) < 100 and set(got["light"]) == {100}
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_a_set_that_forms_again_elsewhere_reuses_its_plan_only_when_asked(reuse):
+    world = World(CLUSTER, WorldConfig(variability=False), seed=0)
+    jobs = {"a": ("resnet50", 2, 30000.0), "b": ("vgg16", 2, 600.0)}
+
+    def round_on(gpus: list[int]) -> Decision:
+        placements = {"a": Placement.of(gpus), "b": Placement.of(gpus)}
+        d = Decision()
+        for j, p in placements.items():
+            d.place(j, p)
+        return coord.coordinate(view_of(jobs, placements), d)
+
+    coord = GimbalCoordination(reuse_plans=reuse)
+    coord.attach_monitor(WorldMonitor(world))
+    first = round_on([0, 1])
+    assert first.info["gimbal_searches"] == 1
+    moved = round_on([2, 3])  # the same two jobs, fully overlapped on the other node
+    assert moved.info["gimbal_searches"] == (0 if reuse else 1)
+    if reuse:
+        assert {j: a.mps_pct for j, a in moved.allocations.items()} == \
+            {j: a.mps_pct for j, a in first.allocations.items()}
+
+
+class TableMonitor:
+    """Job speeds by whether job ``hopeless`` is restricted: restricting it lets ``feasible`` go faster."""
+
+    def worker_speeds(self, members):
+        squeezed = any(p < 100 for p in members["hopeless"][2])
+        speed = {"hopeless": 0.8 if squeezed else 1.0, "feasible": 1.0 if squeezed else 0.9}
+        return {j: [speed[j]] * len(p) for j, (_, p, _) in members.items()}
+
+
+@pytest.mark.parametrize(("goal", "prefers_squeezed"), [("lateness", False), ("met", True)])
+def test_the_deadline_goal_met_keeps_a_feasible_deadline_that_lateness_gives_up(goal, prefers_squeezed):
+    # "hopeless" misses its deadline either way; "feasible" makes its deadline only if "hopeless" gives way.
+    # Equation 3 (lateness) keeps "hopeless" fast to shorten its lateness; the met goal saves "feasible".
+    placements = {"hopeless": Placement.of([0]), "feasible": Placement.of([0])}
+    views = [JobView(spec=JobSpec(job_id=j, submit_time_s=0.0, model="resnet50", num_gpus=1, duration_s=t,
+                                  adaptivity=Adaptivity.RIGID, reference_gpu="a40", deadline_s=dl),
+                     status=JobStatus.RUNNING, placement=placements[j], batch_size=None, age_s=0.0, wait_s=0.0,
+                     attained_gpu_s=0.0, attained_service_s=0.0, restarts=0, progress_fraction=0.0,
+                     start_time_s=0.0, estimated_duration_s=t)
+             for j, t, dl in (("hopeless", 1000.0, 500.0), ("feasible", 1000.0, 1050.0))]
+    view = ClusterView(time_s=0.0, round_s=60.0, cluster=CLUSTER, jobs=views)
+    by = {v.job_id: v for v in views}
+    coord = GimbalCoordination(objective="deadline", deadline_goal=goal)
+    coord.attach_monitor(TableMonitor())
+    free = CalibrationPlan({"hopeless": [100], "feasible": [100]}, {})
+    squeezed = CalibrationPlan({"hopeless": [50], "feasible": [100]}, {})
+    obj = {name: coord.set_objective(view, list(placements), by, plan, placements)
+           for name, plan in (("free", free), ("squeezed", squeezed))}
+    assert (obj["squeezed"] < obj["free"]) is prefers_squeezed
+
+
+def test_an_unknown_deadline_goal_is_refused():
+    with pytest.raises(ValueError, match="deadline_goal"):
+        GimbalCoordination(objective="deadline", deadline_goal="most")

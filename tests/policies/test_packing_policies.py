@@ -18,9 +18,10 @@ from testkit import Recorder, assert_round_invariants, small_cluster
 CLUSTER = small_cluster((("a40", 2, 2),))  # 2 nodes of 2 GPUs
 
 
-def job(job_id: str, model: str, gpus: int, duration: float, submit: float = 0.0) -> JobSpec:
+def job(job_id: str, model: str, gpus: int, duration: float, submit: float = 0.0,
+        batch: int | None = None) -> JobSpec:
     return JobSpec(job_id=job_id, submit_time_s=submit, model=model, num_gpus=gpus, duration_s=duration,
-                   adaptivity=Adaptivity.RIGID, reference_gpu="a40")
+                   adaptivity=Adaptivity.RIGID, reference_gpu="a40", batch_size=batch)
 
 
 def simulate(cluster, specs, policy, ordering=None, placement=None, **settings):
@@ -66,6 +67,29 @@ def test_lucid_keeps_heavy_pairs_apart():
     specs = [job("a", "bert", 4, 600.0), job("b", "bert", 4, 600.0)]
     got, log = simulate(CLUSTER, specs, "lucid")
     assert not shared_pairs(log) and got["b"].start_s >= 600.0
+
+
+@pytest.mark.parametrize(("a", "b", "by_score", "by_util"), [
+    # Lucid's scores 2 + 0 (ResNet-50 saturates the GPU, PointNet barely uses it): packs; utilisations 107%
+    (("resnet50", 32), ("pointnet", 32), True, False),
+    # 1 + 1 (two mobile networks at batch 64): packs; utilisations 49% + 66% = 116%
+    (("mobilenetv2", 64), ("mobilenetv3", 64), True, False),
+    # ResNet-18 at batch 64 scores 2 (at 32 it scores 0), EfficientNet at 64 scores 1: 3 > 2; utilisations 99.5%
+    (("resnet18", 64), ("efficientnet", 64), False, True),
+    (("resnet18", 32), ("efficientnet", 64), True, True),
+])
+def test_lucids_sharing_score_decides_by_model_and_batch_and_util_is_the_simplified_option(a, b, by_score, by_util):
+    specs = [job("a", a[0], 2, 3000.0, batch=a[1]), job("b", b[0], 2, 3000.0, batch=b[1])]
+    cluster = small_cluster((("a40", 1, 2),))  # one node of 2 GPUs: the second job packs or waits
+    for test, packs in (("score", by_score), ("util", by_util)):
+        got, log = simulate(cluster, specs, "lucid", sharing_test=test)
+        assert bool(shared_pairs(log)) is packs, test
+        assert (got["b"].start_s == 0.0) is packs
+
+
+def test_an_unknown_sharing_test_is_refused():
+    with pytest.raises((InputError, ValueError), match="sharing_test"):
+        build_scheduler("lucid", settings={"sharing_test": "gut-feeling"})
 
 
 def test_a_packing_that_breaks_the_rules_runs_one_job_after_the_other():
@@ -131,13 +155,14 @@ def test_edf_orders_by_deadline_then_first_come():
                                                             ("efficientnet", "mobilenetv2", True)])
 def test_gandiva_unpacks_a_pair_slower_than_taking_turns(host, guest, stays_packed):
     specs = [job("host", host, 4, 3000.0), job("guest", guest, 4, 3000.0, submit=30.0)]
-    got, log = simulate(CLUSTER, specs, "lucid", ordering="edf", placement="gandiva", util_limit_pct=200)
+    got, log = simulate(CLUSTER, specs, "lucid", ordering="edf", placement="gandiva", score_limit=4)
     packed_rounds = [view.time_s for view, d in log  # rounds in which both jobs hold the same GPUs
                      if len(d.allocations) == 2 and len({a.placement for a in d.allocations.values()}) == 1]
     assert packed_rounds and packed_rounds[0] == 60.0  # packed the first round the guest is there
     if stays_packed:
         assert got["guest"].start_s == 60.0 and got["guest"].restarts == 0
     else:
-        # measured 0.41 + 0.42 of their speeds alone: unpacked after one round, the guest waits for the host
-        assert packed_rounds == [60.0]
+        # measured 0.41 + 0.42 of their speeds alone over the first round the guest ran through (the round it
+        # started in restores its checkpoint and is not measured): unpacked, the guest waits for the host
+        assert packed_rounds == [60.0, 120.0]
         assert got["guest"].finish_s > got["host"].finish_s

@@ -13,7 +13,7 @@ from dlsched.sim.engine import Engine, SimConfig
 from dlsched.world.base import World, WorldConfig
 from testkit import Recorder, assert_round_invariants, small_cluster
 
-POLICIES = ["fifo", "sjf", "srtf", "las", "tiresias", "gandiva", "random", "random-sticky"]
+POLICIES = ["fifo", "sjf", "srtf", "las", "tiresias", "fifo-packed", "random", "random-sticky"]
 ADAPTIVE_MODELS = ["cifar10", "ncf", "bert", "deepspeech2"]
 
 

@@ -122,3 +122,83 @@ def test_two_workers_share_a_gpu_only_under_the_packing_rules(jobs, allows_packi
         assert accepted
     elif not allows_packing or packing_problem(placements, BIG) is not None:
         assert not accepted
+
+
+def test_utilisation_counts_a_shared_gpu_once():
+    # both jobs on GPU 0 of a 2-GPU cluster for the whole run: at most half the cluster is ever held
+    from dlsched.sim.metrics import summarize
+
+    world = World(CLUSTER, WorldConfig(variability=False), seed=0)
+    specs = [job("long", "resnet50", 1, 600.0), job("short", "vgg19", 1, 100.0)]
+    res = Engine(CLUSTER, specs, FixedPacking({"long": (0,), "short": (0,)}), world, SimConfig(round_s=60.0)).run()
+    by_id = {r.job_id: r for r in res.jobs}
+    t_short = by_id["short"].finish_s
+    assert by_id["short"].shared_gpu_s == pytest.approx(t_short)
+    assert by_id["long"].shared_gpu_s == pytest.approx(t_short)
+    util = summarize(res.jobs, res.rounds, num_gpus=2, sim_wall_s=0.0)["utilization"]
+    assert util == pytest.approx(0.5)
+
+
+def test_round_records_keep_what_the_coordinator_reported():
+    from dlsched.policies.registry import build_scheduler
+    from dlsched.sim.metrics import rounds_frame
+    from dlsched.sim.run import attach_oracle
+
+    specs = [job("big", "resnet50", 2, 3000.0), job("small", "efficientnet", 1, 600.0, submit=30.0)]
+    sched = build_scheduler("lucid", coordination="gimbal")
+    world = World(CLUSTER, WorldConfig(variability=False), seed=0)
+    engine = Engine(CLUSTER, specs, sched, world, SimConfig(round_s=60.0))
+    attach_oracle(sched, world, engine)
+    res = engine.run()
+    assert sum(r.info.get("gimbal_searches", 0.0) for r in res.rounds) >= 1
+    assert any(r.info.get("gimbal_search_s", 0.0) > 0 for r in res.rounds)
+    frame = rounds_frame(res.rounds)
+    assert {"gimbal_searches", "gimbal_attempts", "gimbal_search_s"} <= set(frame.columns)
+    assert frame["gimbal_attempts"].sum() == sum(r.info.get("gimbal_attempts", 0.0) for r in res.rounds)
+
+
+class SearchingPacking(FixedPacking):
+    """Like :class:`FixedPacking`, and the round its limits change it reports a search that paused the job."""
+
+    def __init__(self, *args, search_pause_s: float, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.search_pause_s = search_pause_s
+
+    def schedule(self, view: ClusterView) -> Decision:
+        from dataclasses import replace
+
+        d = super().schedule(view)
+        if view.time_s == self.mps_from_s:
+            for j in self.mps:
+                d.allocations[j] = replace(d.allocations[j], pause_s=self.search_pause_s)
+        return d
+
+
+def test_a_search_pause_and_the_share_switch_add_up():
+    specs = [job("long", "resnet50", 1, 6000.0), job("squeezed", "vgg19", 1, 60000.0)]
+    got = run(CLUSTER, specs, SearchingPacking({"long": (0,), "squeezed": (0,)}, {"squeezed": (50,)},
+                                               mps_from_s=60.0, search_pause_s=10.8))
+    assert got["squeezed"].restarts == 0
+    assert got["squeezed"].restart_gpu_s == pytest.approx(10.8 + SHARE_CHANGE_S)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["resnet18", "resnet50", "mobilenetv2", "efficientnet", "vgg16"]),
+                          st.sampled_from([1, 2]), st.floats(60.0, 3000.0), st.floats(0.0, 600.0)),
+                min_size=1, max_size=6))
+def test_utilisation_never_exceeds_the_cluster_under_gimbal(jobs):
+    # whatever Lucid packs and Gimbal calibrates, a GPU two jobs share is held once: utilisation <= 1
+    from dlsched.policies.registry import build_scheduler
+    from dlsched.sim.metrics import summarize
+    from dlsched.sim.run import attach_oracle
+
+    cluster = small_cluster((("a40", 2, 2),))
+    specs = [job(f"j{i}", m, k, d, submit=s) for i, (m, k, d, s) in enumerate(jobs)]
+    sched = build_scheduler("lucid", coordination="gimbal")
+    world = World(cluster, WorldConfig(variability=False), seed=0)
+    engine = Engine(cluster, specs, sched, world, SimConfig(round_s=60.0))
+    attach_oracle(sched, world, engine)
+    res = engine.run()
+    util = summarize(res.jobs, res.rounds, num_gpus=cluster.num_gpus, sim_wall_s=0.0)["utilization"]
+    assert util is None or util <= 1.0 + 1e-9
+    assert all(r.allocated_gpus <= cluster.num_gpus for r in res.rounds)

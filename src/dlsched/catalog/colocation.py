@@ -61,6 +61,8 @@ class ColocationTable:
         self._proxy = {canonical(m): canonical(p["model"]) for m, p in data.get("proxies", {}).items()}
         self._memory = {canonical(m): float(v) for m, v in data["memory_gb"].items()}
         self._util = {canonical(m): float(v) for m, v in data["gpu_util_pct"].items()}
+        self._score = {canonical(m): {int(b): int(v) for b, v in by_batch.items()}
+                       for m, by_batch in data.get("share_score", {}).items()}
         self._median_memory = statistics.median(self._memory.values())
         self._median_util = statistics.median(self._util.values())
 
@@ -100,6 +102,24 @@ class ColocationTable:
         if m in self._util:
             return self._util[m]
         return self._util.get(self._stand_in(m), self._median_util)
+
+    def share_score(self, model: str, batch_size: int | None = None) -> int:
+        """Lucid's sharing score (0, 1 or 2: how much a job suffers and inflicts when packed) of ``model`` at
+        ``batch_size``, as Lucid profiles it before packing.
+
+        Lucid's profiled label at the nearest profiled batch size (its stand-in's when Lucid did not profile
+        the model; the median batch when none is given); for a model Lucid never profiled, Lucid's
+        analyzer's labelling rule on the model's median free-competition speed: below 0.85 -> 2, below
+        0.95 -> 1, else 0.
+        """
+        m = canonical(model)
+        by_batch = self._score.get(m) or self._score.get(self._stand_in(m))
+        if by_batch:
+            batches = sorted(by_batch)
+            target = batch_size if batch_size else batches[len(batches) // 2]
+            return by_batch[min(batches, key=lambda b: (abs(b - target), b))]
+        speed = self._sensitivity.get(m, self._sensitivity.get(self._stand_in(m), self._overall))
+        return 2 if speed < 0.85 else 1 if speed < 0.95 else 0
 
     def known(self, model: str) -> bool:
         """Whether ``model`` or its stand-in was measured in some pair."""

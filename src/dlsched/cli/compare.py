@@ -27,7 +27,7 @@ from dlsched.progress import progress_bar
 @app.command()
 def compare(
     policies: Annotated[str, typer.Option("--policies", help="Comma-separated scheduler names; a name may "
-                                          "carry a placement as name@placement.")] = "fifo,tiresias,gandiva,gavel,sia",
+                                          "carry a placement as name@placement.")] = "fifo,tiresias,fifo-packed,gavel,sia",
     seeds: Annotated[int, typer.Option("--seeds", help="Runs per policy, averaged: seeds 0..N-1 of the scheduler "
                                        "and world, and for a generated trace (synthetic, synergy, @tuned) its "
                                        "seed, seed+1, ... as well.")] = 1,

@@ -36,7 +36,7 @@ for _name, _ordering, _placement, _desc in (
     ("srtf", "srtf", "packed-sticky", "SRTF with rigid gangs and packed-sticky placement"),
     ("las", "las", "packed-sticky", "LAS with rigid gangs and packed-sticky placement"),
     ("tiresias", "tiresias-2dlas", "packed-sticky", "Tiresias: 2D-LAS queues, packed-sticky placement"),
-    ("gandiva", "fifo", "packed", "Gandiva-style packing: FIFO, consolidated non-sticky placement"),
+    ("fifo-packed", "fifo", "packed", "FIFO with rigid gangs and consolidated non-sticky placement"),
     ("random", "fifo", "random", "FIFO with random non-sticky placement"),
     ("random-sticky", "fifo", "random-sticky", "FIFO with random sticky placement"),
 ):

@@ -44,6 +44,7 @@ from dlsched.policies.packing import PackingRules
 
 Objective = Literal["jct", "deadline", "makespan"]
 OBJECTIVES: tuple[str, ...] = ("jct", "deadline", "makespan")
+DEADLINE_GOALS: tuple[str, ...] = ("lateness", "met")
 
 
 class RuntimeMonitor(Protocol):
@@ -110,6 +111,11 @@ class GimbalCoordination:
 
     #: The scheduler's objective: ``jct`` (equations 1-2), ``deadline`` (3-4) or ``makespan`` (5-6).
     objective: str = "jct"
+    #: What the ``deadline`` objective minimises in a set: ``lateness``, the longest time past a deadline
+    #: (equation 3, the paper's), or ``met``, the number of jobs projected to miss their deadline, then their
+    #: summed lateness (the deadline-satisfied ratio the evaluation counts; equation 3 will slow a job that
+    #: can still make its deadline to shorten the lateness of one that cannot).
+    deadline_goal: str = "lateness"
     #: Share restriction step, % of the GPU's threads (section 4.1: 10).
     granularity_pct: int = ranged(10, 1, 50)
     #: Consecutive attempts without gain before the search stops (0: search until no move is left).
@@ -123,6 +129,11 @@ class GimbalCoordination:
     collect_s: float = ranged(60.0, 0.0, 600.0)
     #: Most attempts per search (a bound for the full search; Algorithm 1 needs at most 100/step per job).
     max_attempts: int = ranged(200, 1, 10000)
+    #: A packing set that forms again with the same jobs sharing GPUs the same way (a scheduler that
+    #: re-pairs jobs every round, as Gavel does, brings back combinations it ran before) reuses the plan its
+    #: last search found instead of searching again; false searches every time a set forms (the paper does
+    #: not say which; a plan is kept while its set lasts either way).
+    reuse_plans: bool = True
     name: str = "gimbal"
     allows_packing: ClassVar[bool] = True
     #: Asks the run for a runtime monitor (:meth:`attach_monitor`).
@@ -132,11 +143,15 @@ class GimbalCoordination:
     _monitor: RuntimeMonitor | None = field(default=None, init=False, repr=False)
     _rules: PackingRules = field(default_factory=PackingRules, init=False, repr=False)
     _plans: dict[tuple, CalibrationPlan] = field(default_factory=dict, init=False, repr=False)
+    #: Plans by the sharing structure of their set (:meth:`_structure`), for ``reuse_plans``.
+    _known: dict[tuple, CalibrationPlan] = field(default_factory=dict, init=False, repr=False)
     _models: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if self.deadline_goal not in DEADLINE_GOALS:
+            raise ValueError(f"deadline_goal must be one of {', '.join(DEADLINE_GOALS)}, got {self.deadline_goal!r}")
         self._table = ColocationTable.load()
 
     def attach_monitor(self, monitor: RuntimeMonitor) -> None:
@@ -150,9 +165,11 @@ class GimbalCoordination:
         jobs = {j.job_id: j for j in view.jobs}
         attempts_total, searches, search_s = 0, 0, 0.0
         live: dict[tuple, CalibrationPlan] = {}
+        held = holders(placements)
         for ps in packing_sets(placements):
             key = tuple(sorted((j, placements[j].gpus) for j in ps.members))
-            plan = self._plans.get(key)
+            structure = self._structure(ps, placements, held)
+            plan = self._plans.get(key) or (self._known.get(structure) if self.reuse_plans else None)
             switched: dict[str, int] = {}
             if plan is None:
                 plan, attempts, switched = self.search(view, ps, placements, jobs)
@@ -160,6 +177,7 @@ class GimbalCoordination:
                 attempts_total += attempts
                 search_s += attempts * (self.collect_s + self.switch_s)
             live[key] = plan
+            self._known[structure] = plan
             for j in ps.members:
                 a = decision.allocations[j]
                 pct = tuple(plan.pct[j]) if any(p < 100 for p in plan.pct[j]) else ()
@@ -168,10 +186,19 @@ class GimbalCoordination:
                 decision.allocations[j] = replace(a, mps_pct=pct, batch_split=plan.split.get(j, ()),
                                                   pause_s=a.pause_s + pause)
         self._plans = live
+        active = set(jobs)
+        self._known = {k: p for k, p in self._known.items() if all(j in active for j, _ in k)}
         decision.info["gimbal_searches"] = float(searches)
         decision.info["gimbal_attempts"] = float(attempts_total)
         decision.info["gimbal_search_s"] = search_s
         return decision
+
+    @staticmethod
+    def _structure(ps: PackingSet, placements: Mapping[str, Placement], held: Mapping[int, list[str]]) -> tuple:
+        """Who shares each worker's GPU, per job of the set in worker order: a plan's limits and splits apply
+        to any placement of the same jobs with this structure (the GPUs are alike)."""
+        return tuple(sorted((j, tuple(tuple(sorted(o for o in held[g] if o != j)) for g in placements[j].gpus))
+                            for j in ps.members))
 
     # -- Algorithm 1 -----------------------------------------------------------------------------------
     def search(self, view: ClusterView, ps: PackingSet, placements: Mapping[str, Placement],
@@ -280,6 +307,10 @@ class GimbalCoordination:
             return max(times.values())  # equation 5
         late = [max(0.0, view.time_s + times[j] - d) for j in members
                 if (d := jobs[j].spec.deadline_s) is not None]  # equation 3: time past the deadline
+        if self.deadline_goal == "met":
+            # jobs projected to miss first (a job that misses anyway is not worth another's deadline), then
+            # their summed lateness
+            return sum(1.0 for x in late if x > 0) * 1e7 + sum(late) + 1e-9 * sum(times.values())
         return max(late, default=0.0) + 1e-9 * sum(times.values())
 
     def _priority(self, view: ClusterView, subset: list[str], jobs: Mapping[str, JobView], plan: CalibrationPlan,

@@ -6,10 +6,14 @@ Three stages make a packing scheduler:
   (at most two workers per GPU), so placement sees the jobs it could pack;
 * :class:`PackingPlacement` (placement): each job on free GPUs on its fewest nodes when it can; otherwise
   on GPUs of a running job it may share with: same GPU type, the pair fitting the GPU's memory by the jobs'
-  profiled footprints, their profiled GPU utilisations adding up to at most ``util_limit_pct`` (Lucid's
-  sharing test), and the packing rules of :mod:`dlsched.core.packing` kept. Conservative packing (Lucid,
-  Gandiva, Gavel as published) packs only equal-size jobs fully overlapped; ``relaxed`` is the mode Gimbal's
-  evaluation runs the baselines in (unequal packing allowed, a looser utilisation limit);
+  profiled footprints, Lucid's sharing test, and the packing rules of :mod:`dlsched.core.packing` kept.
+  Lucid's test (``sharing_test=score``, its published scheduler) adds the two jobs' sharing scores (0, 1 or
+  2 per job and batch size, :meth:`~dlsched.catalog.colocation.ColocationTable.share_score`) and packs when
+  the sum is at most ``score_limit`` (2, as Lucid's code does); ``sharing_test=util`` is a simplified test
+  that adds the jobs' profiled GPU utilisations instead (at most ``util_limit_pct``). Conservative packing
+  (Lucid, Gandiva, Gavel as published) packs only equal-size jobs fully overlapped; ``relaxed`` is the mode
+  Gimbal's evaluation runs the baselines in (unequal packing allowed, the looser ``relaxed_score_limit`` or
+  ``relaxed_util_limit_pct``: Lucid's threshold lowered);
 * :class:`PackingRules` (coordination): lets jobs share GPUs (the scheduler's ``allows_packing`` trait) and
   enforces Gimbal's rules on whatever placement produced: a job whose packing would break them, or would not
   fit the GPU's memory, waits this round, so rule-breaking packed jobs run one after another instead.
@@ -24,11 +28,14 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from dlsched.catalog.colocation import ColocationTable
-from dlsched.core import Cluster, ClusterView, Decision, JobView, Placement
+from dlsched.core import Cluster, ClusterView, Decision, JobStatus, JobView, Placement
 from dlsched.core.packing import MAX_WORKERS_PER_GPU, PackingState, holders, min_nodes
 from dlsched.core.ranges import ranged
 from dlsched.policies.placement import FreePool, keeps_current, packed_gpus, start_placement
 from dlsched.policies.stages import AllocationStage, AllocationTraits, Demand, PlacementStage, Plan
+
+#: The sharing tests :class:`PackingPlacement` offers (``sharing_test``).
+SHARING_TESTS: tuple[str, ...] = ("score", "util")
 
 
 @dataclass
@@ -66,10 +73,16 @@ def fits_memory(table: ColocationTable, cluster: Cluster, models: list[str], gpu
 class PackingPlacement(PlacementStage):
     """Exclusive consolidated placement first, then packing onto a running job (module docstring)."""
 
-    #: Largest combined profiled GPU utilisation (%) of two jobs that may pack (Lucid's sharing test).
+    #: Which sharing test decides whether two jobs may pack: ``score`` (Lucid's sharing scores) or ``util``
+    #: (the simplified sum of profiled GPU utilisations).
+    sharing_test: str = "score"
+    #: Largest sum of two jobs' sharing scores that may pack (Lucid's code: 2).
+    score_limit: int = ranged(2, 0, 4)
+    #: Largest combined profiled GPU utilisation (%) of two jobs that may pack (``sharing_test=util``).
     util_limit_pct: float = ranged(100.0, 0.0, 200.0)
-    #: Gimbal's evaluation mode: unequal packing allowed and ``relaxed_util_limit_pct`` instead.
+    #: Gimbal's evaluation mode: unequal packing allowed and the ``relaxed_*`` limits instead.
     relaxed: bool = False
+    relaxed_score_limit: int = ranged(3, 0, 4)
     relaxed_util_limit_pct: float = ranged(160.0, 0.0, 200.0)
     #: Running jobs keep their GPUs (no migration).
     sticky: bool = True
@@ -78,7 +91,10 @@ class PackingPlacement(PlacementStage):
     packs: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
+        if self.sharing_test not in SHARING_TESTS:
+            raise ValueError(f"sharing_test must be one of {', '.join(SHARING_TESTS)}, got {self.sharing_test!r}")
         self._table = ColocationTable.load()
+        self._batch: dict[str, int | None] = {}
 
     @property
     def equal_only(self) -> bool:
@@ -88,6 +104,21 @@ class PackingPlacement(PlacementStage):
     def limit_pct(self) -> float:
         return self.relaxed_util_limit_pct if self.relaxed else self.util_limit_pct
 
+    @property
+    def limit_score(self) -> int:
+        return self.relaxed_score_limit if self.relaxed else self.score_limit
+
+    def pair_cost(self, a: tuple[str, int | None], b: tuple[str, int | None]) -> float:
+        """The sharing test's measure of two (model, batch size) jobs packed together (lower packs better)."""
+        if self.sharing_test == "score":
+            return float(self._table.share_score(*a) + self._table.share_score(*b))
+        return self._table.gpu_util_pct(a[0]) + self._table.gpu_util_pct(b[0])
+
+    def passes(self, a: tuple[str, int | None], b: tuple[str, int | None]) -> bool:
+        """Whether the sharing test lets the two jobs pack."""
+        limit = self.limit_score if self.sharing_test == "score" else self.limit_pct
+        return self.pair_cost(a, b) <= limit
+
     def place(self, view: ClusterView, plan: Plan) -> Decision:
         cluster = view.cluster
         pool, decision, demands = start_placement(view, plan)
@@ -96,6 +127,7 @@ class PackingPlacement(PlacementStage):
             if a.placement:
                 state.add(j, a.placement)
         models = {d.job.job_id: d.job.spec.model for d in plan.demands}
+        self._batch = {d.job.job_id: d.job.spec.batch_size for d in plan.demands}
         pending: list[Demand] = []
         for d in demands:
             cur = d.job.placement
@@ -143,14 +175,13 @@ class PackingPlacement(PlacementStage):
             for o in others:
                 if not fits_memory(self._table, cluster, [spec.model, models.get(o, "")], g):
                     return False
-                util = self._table.gpu_util_pct(spec.model) + self._table.gpu_util_pct(models.get(o, ""))
-                if util > self.limit_pct:
+                if not self.passes((spec.model, spec.batch_size), (models.get(o, ""), self._batch.get(o))):
                     return False
         return state.problem_if_added(d.job.job_id, gpus) is None
 
     def _packed(self, cluster: Cluster, state: PackingState, models: dict[str, str],
                 d: Demand) -> Placement | None:
-        """GPUs of a placed job at least as large to pack ``d`` onto, the least utilised pair first."""
+        """GPUs of a placed job at least as large to pack ``d`` onto, the pair the sharing test likes best first."""
         k = d.num_gpus
         candidates: list[tuple[float, str, Placement]] = []
         held = state.held
@@ -164,8 +195,8 @@ class PackingPlacement(PlacementStage):
                 if chosen is None:
                     continue
                 gpus = chosen
-            util = self._table.gpu_util_pct(d.job.spec.model) + self._table.gpu_util_pct(models.get(host, ""))
-            candidates.append((util, host, gpus))
+            cost = self.pair_cost((d.job.spec.model, d.job.spec.batch_size), (models.get(host, ""), self._batch.get(host)))
+            candidates.append((cost, host, gpus))
         for _, _, gpus in sorted(candidates, key=lambda c: (c[0], c[1])):
             if self._may_share(cluster, state, models, d, gpus):
                 return gpus
@@ -254,13 +285,18 @@ class GandivaPlacement(PackingPlacement):
     Each round the stage reads the progress every running job reports and turns it into a speed relative to
     running alone (progress done over the time passed, times the job's expected run time). A packed pair
     whose two speeds add up to less than ``min_pair_speed`` does worse than taking turns: Gandiva unpacks it
-    (the pair never packs again; the job that cannot keep its GPUs moves or waits).
+    (the pair never packs again; the job that cannot keep its GPUs moves or waits). Only a stretch the job
+    ran through on the same GPUs counts: one that began while it was still restoring its checkpoint
+    (placed, moved or restarted since) measures the restore, not how the pair trains together, as Gandiva's
+    introspection times mini-batches of jobs that run.
     """
 
     #: Packed pairs whose summed relative speeds fall below this are unpacked (1: no better than turns).
     min_pair_speed: float = ranged(1.0, 0.0, 2.0)
     name: str = "gandiva"
-    _last: dict[str, tuple[float, float]] = field(default_factory=dict, init=False, repr=False)
+    #: job id -> (time, progress, placement, restarts, running) at the job's last observation.
+    _last: dict[str, tuple[float, float, Placement, int, bool]] = field(default_factory=dict, init=False,
+                                                                        repr=False)
     _bad: set[frozenset[str]] = field(default_factory=set, init=False, repr=False)
 
     def place(self, view: ClusterView, plan: Plan) -> Decision:
@@ -271,9 +307,11 @@ class GandivaPlacement(PackingPlacement):
         speeds: dict[str, float] = {}
         for j in view.jobs:
             last = self._last.get(j.job_id)
-            if j.placement and last is not None and view.time_s > last[0] and j.estimated_duration_s:
+            if (j.placement and last is not None and last[4] and last[2] == j.placement and last[3] == j.restarts
+                    and view.time_s > last[0] and j.estimated_duration_s):
                 speeds[j.job_id] = (j.progress_fraction - last[1]) * j.estimated_duration_s / (view.time_s - last[0])
-            self._last[j.job_id] = (view.time_s, j.progress_fraction)
+            self._last[j.job_id] = (view.time_s, j.progress_fraction, j.placement, j.restarts,
+                                    j.status is JobStatus.RUNNING)
         running = {j.job_id: j.placement for j in view.jobs if j.placement}
         for jobs in holders(running).values():
             if len(jobs) == 2 and all(x in speeds for x in jobs) and sum(speeds[x] for x in jobs) < self.min_pair_speed:

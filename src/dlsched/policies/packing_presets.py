@@ -2,14 +2,15 @@
 
 * ``slurm``: Slurm-style exclusive first-come-first-served: rigid gangs in submission order, consolidated,
   never preempted or packed;
-* Gandiva with packing (OSDI'18, as Gimbal runs it) is a composition, not yet the ``gandiva`` preset (which
-  the README demo runs as FIFO with non-sticky consolidated placement): ``--policy lucid --ordering edf
-  --placement gandiva`` is first come first served, extended to deadlines by ordering jobs that have one
-  earliest deadline first, with introspective packing (pairs whose measured speeds add up to less than
-  taking turns are unpacked), equal-size jobs unless ``relaxed``;
+* ``gandiva``: Gandiva (OSDI'18) with packing, as Gimbal runs it: first come first served, extended to
+  deadlines by ordering jobs that have one earliest deadline first, with introspective packing and
+  migration (pairs whose measured speeds add up to less than taking turns are unpacked, the job that
+  cannot keep its GPUs moves or waits), equal-size jobs unless ``relaxed``; the FIFO preset with
+  consolidated non-sticky placement that carried this name before is ``fifo-packed``;
 * ``gavel-packing``: Gavel's space-sharing policy with the makespan objective (:mod:`dlsched.policies.gavel.packing`);
 * ``lucid``: Lucid (ASPLOS'23) as Gimbal runs it: shortest (expected) job first, packing two jobs when their
-  profiled GPU utilisations and memory footprints allow (Lucid's sharing test), equal-size jobs only; with
+  sharing scores and memory footprints allow (Lucid's sharing test; ``sharing_test=util`` the simplified
+  test on profiled GPU utilisations), equal-size jobs only; with
   ``--set relaxed=true`` the relaxed mode of Gimbal's evaluation (unequal packing, looser limit).
 """
 
@@ -52,8 +53,12 @@ register_scheduler("slurm", SchedulerEntry(
     ordering="fifo", allocation="gang", placement="packed-sticky"))
 register_scheduler("lucid", SchedulerEntry(
     description="Lucid: shortest job first, packing equal-size jobs that pass its sharing test on profiled "
-                "GPU utilisation and memory (relaxed=true: unequal packing, Gimbal's evaluation mode)",
+                "sharing scores and memory (relaxed=true: unequal packing, Gimbal's evaluation mode)",
     ordering="sjf", allocation="packing-gang", placement="packing", coordination="packing"))
+register_scheduler("gandiva", SchedulerEntry(
+    description="Gandiva with packing: FCFS (earliest deadline first among jobs with deadlines), introspective "
+                "packing of equal-size jobs, pairs slower than taking turns unpacked (relaxed=true: unequal)",
+    ordering="edf", allocation="packing-gang", placement="gandiva", coordination="packing"))
 register_scheduler("gavel-packing", SchedulerEntry(
     description="Gavel's packing policy for makespan: LP over time fractions of single jobs and equal-size "
                 "packed pairs (profiled pair speeds), round-based priorities (relaxed=true: unequal pairs)",

@@ -96,6 +96,8 @@ class _JobState:
     stuck_rounds: int = 0
     #: Seconds the job spent being profiled (finish-time fairness's ``started`` isolated time charges them).
     profile_s: float = 0.0
+    #: GPU-seconds on GPUs another job held too (packing): utilisation counts a shared GPU once.
+    shared_gpu_s: float = 0.0
 
 
 @dataclass
@@ -207,6 +209,7 @@ class Engine:
                 raise SimulationStuck(f"simulated time cannot advance past {t:g} s with {cfg.round_s:g} s rounds "
                                       f"(the sum does not change in floating point)", field="round_s")
             record = self._round_record(round_no, t, policy_s, restarts, decision.profiles)
+            record.info = {k: float(v) for k, v in decision.info.items()}
             self._advance_round(t, t_end)
             self._check_progress(cfg.stall_rounds)
             self.rounds.append(record)
@@ -285,14 +288,15 @@ class Engine:
             batch = alloc.batch_size if alloc is not None else None
             share = alloc.gpu_share if alloc is not None else 1.0
             mps, split = (alloc.mps_pct, alloc.batch_split) if alloc is not None else ((), ())
-            if alloc is not None and alloc.pause_s > 0 and new_place == j.placement and new_place:
-                # a coordinator's search paused the job (no restart, no progress)
-                j.restart_until_s = max(j.restart_until_s, t + alloc.pause_s)
             if new_place == j.placement:
                 j.batch_size, j.gpu_share = (batch if new_place else None), share
+                # a coordinator's search paused the job, and switching a worker's share restriction pauses
+                # it again: the pauses follow one another (no restart, no progress)
+                pause = alloc.pause_s if alloc is not None and new_place else 0.0
                 if new_place and full_pct(mps, len(new_place)) != full_pct(j.mps_pct, len(new_place)):
-                    # switching a worker's share restriction pauses the job (no restart, no progress)
-                    j.restart_until_s = max(j.restart_until_s, t + self.world.config.share_change_s)
+                    pause += self.world.config.share_change_s
+                if pause > 0:
+                    j.restart_until_s = max(j.restart_until_s, t + pause)
                 j.mps_pct, j.batch_split = mps, split
                 continue
             # placement changed: close the old segment, pay checkpoint-restore on the new GPUs
@@ -402,6 +406,9 @@ class Engine:
             gpus = len(j.placement) * j.gpu_share
             j.attained_service_s += held
             j.attained_gpu_s += gpus * held
+            sharing = self._sharing.get(job_id)
+            if sharing is not None:
+                st.shared_gpu_s += j.gpu_share * held * sum(1 for w in sharing.workers if w.partner is not None)
             restart_part = max(0.0, min(j.restart_until_s, end) - t)
             j.restart_gpu_s += gpus * restart_part
             gtype = j.last_gpu_type or ""
@@ -536,7 +543,7 @@ class Engine:
                             requested_gpus=spec.num_gpus, submit_s=spec.submit_time_s, start_s=j.start_time_s,
                             finish_s=j.finish_time_s, wait_s=wait, gpu_s=j.attained_gpu_s, restarts=j.restarts,
                             restart_gpu_s=j.restart_gpu_s, deadline_s=spec.deadline_s, ideal_runtime_s=ideal,
-                            gpu_s_by_type=dict(j.gpu_s_by_type))
+                            gpu_s_by_type=dict(j.gpu_s_by_type), shared_gpu_s=st.shared_gpu_s)
             if j.finish_time_s is not None:
                 jct = j.finish_time_s - spec.submit_time_s
                 n_avg = contention(spec.submit_time_s, j.finish_time_s)

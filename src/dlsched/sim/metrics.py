@@ -354,6 +354,7 @@ def _utilization(jobs: Sequence[JobRecord], rounds: Sequence[RoundRecord], num_g
     included): the engine accounts those exactly, including jobs that finish part-way through a round,
     whereas a round record's ``allocated_gpus`` times the round length over-counts such partial rounds.
     All of a finished job's GPU time lies between its submit and finish, so it all falls in the window.
+    A GPU shared by two packed jobs is held once: half of each job's ``shared_gpu_s`` is removed.
 
     When some jobs never finished, their GPU-seconds can lie after the last finish, outside the window, so
     we integrate ``RoundRecord.allocated_gpus`` (each round held until the next) over the window instead.
@@ -362,7 +363,8 @@ def _utilization(jobs: Sequence[JobRecord], rounds: Sequence[RoundRecord], num_g
     if num_gpus <= 0 or makespan <= 0:
         return None
     if all(j.finish_s is not None for j in jobs) or not rounds:
-        used = sum(j.gpu_s for j in jobs)
+        # a GPU two packed jobs share is in both jobs' gpu_s (at most two workers per GPU): count it once
+        used = sum(j.gpu_s - 0.5 * j.shared_gpu_s for j in jobs)
     else:
         times = np.array([r.time_s for r in rounds], dtype=float)
         order = np.argsort(times, kind="stable")
@@ -512,9 +514,13 @@ def jobs_frame(jobs: Sequence[JobRecord]) -> pd.DataFrame:
 
 
 def rounds_frame(rounds: Sequence[RoundRecord]) -> pd.DataFrame:
-    """One row per round with :data:`ROUND_COLUMNS` plus ``gpus_<type>`` per GPU type seen (0 if none)."""
+    """One row per round with :data:`ROUND_COLUMNS`, ``gpus_<type>`` per GPU type seen (0 if none) and one
+    column per key the scheduler reported in ``RoundRecord.info`` (0 in rounds that did not report it)."""
     types = sorted({t for r in rounds for t in r.gpus_by_type})
     data: dict[str, list[Any]] = {c: [getattr(r, c) for r in rounds] for c in ROUND_COLUMNS}
     for t in types:
         data[f"gpus_{t}"] = [int(r.gpus_by_type.get(t, 0)) for r in rounds]
-    return pd.DataFrame(data, columns=[*ROUND_COLUMNS, *(f"gpus_{t}" for t in types)])
+    keys = sorted({k for r in rounds for k in r.info})
+    for k in keys:
+        data[k] = [float(r.info.get(k, 0.0)) for r in rounds]
+    return pd.DataFrame(data, columns=[*ROUND_COLUMNS, *(f"gpus_{t}" for t in types), *keys])

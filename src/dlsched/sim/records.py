@@ -31,6 +31,9 @@ class JobRecord:
     ftf: float | None = None
     latency_ratio: float | None = None
     gpu_s_by_type: dict[str, float] = field(default_factory=dict)
+    #: Part of ``gpu_s`` spent on GPUs another job held at the same time (packing): such a GPU-second is in
+    #: both jobs' ``gpu_s``, so cluster utilisation counts it once.
+    shared_gpu_s: float = 0.0
     #: rho under every reading of eq. 3.6 (``FtfDefinition.label`` -> rho); ``ftf`` is the run's chosen one.
     ftf_by_reading: dict[str, float | None] = field(default_factory=dict)
 
@@ -55,6 +58,9 @@ class RoundRecord:
     policy_s: float
     restarts: int
     gpus_by_type: dict[str, int] = field(default_factory=dict)
+    #: What the scheduler's stages reported about their decision (``Decision.info``: e.g. Gimbal's
+    #: ``gimbal_searches``, ``gimbal_attempts``, ``gimbal_search_s``; packed jobs), kept for reports.
+    info: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
