@@ -64,14 +64,23 @@ class Components:
     pattern: int
 
 
+def check_location(location: str) -> None:
+    """Refuse a location that names no SQLite file (before anything runs)."""
+    if "://" in location and not location.startswith("sqlite:///"):
+        raise ValueError(f"throughput store '{location}': give a file path or a sqlite:///path URL")
+    path = location[len("sqlite:///"):] if location.startswith("sqlite:///") else location
+    if path and os.path.isdir(path):
+        raise ValueError(f"throughput store '{location}' is a directory; give a file in it")
+
+
 def store_path(location: str) -> str:
-    """The SQLite file of ``location``: a path, a ``sqlite:///path`` URL, or empty for a new temporary file."""
+    """The SQLite file of ``location``: a path, a ``sqlite:///path`` URL (``sqlite:///`` alone: in memory),
+    or empty for a new file in a fresh temporary directory."""
+    check_location(location)
     if not location:
         return os.path.join(tempfile.mkdtemp(prefix="dlsched-hops-"), "throughput.sqlite")
     if location.startswith("sqlite:///"):
         return location[len("sqlite:///"):] or ":memory:"
-    if "://" in location:
-        raise ValueError(f"throughput store '{location}': only sqlite:/// URLs or file paths are supported")
     return location
 
 

@@ -50,7 +50,7 @@ import scipy.sparse as sp
 from dlsched.core import ClusterView, JobView
 from dlsched.core.ranges import ranged
 from dlsched.estimators.hops_throughput import HopsThroughput
-from dlsched.estimators.throughput_store import ThroughputStore
+from dlsched.estimators.throughput_store import ThroughputStore, check_location
 from dlsched.policies.hops.configs import Config, type_configs
 from dlsched.policies.hops.ordering import latency_ratio
 from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan, ProfileRequest
@@ -153,6 +153,7 @@ class HopsAllocation(EstimatingAllocation):
     def __post_init__(self) -> None:
         if self.throughputs not in THROUGHPUT_SOURCES:
             raise ValueError(f"unknown throughputs '{self.throughputs}' (one of: {', '.join(THROUGHPUT_SOURCES)})")
+        check_location(self.store)
         self.estimator = None
 
     def needs_oracle(self) -> bool:
