@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS observations (
     step_time_s REAL NOT NULL, components TEXT NOT NULL, data_load TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS entity (
     job TEXT NOT NULL, server INTEGER NOT NULL, kind TEXT NOT NULL, key INTEGER NOT NULL,
-    tput_sum REAL NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (job, server, kind, key));
+    tput_sum REAL NOT NULL, n INTEGER NOT NULL, gpu_type TEXT NOT NULL, PRIMARY KEY (job, server, kind, key));
 CREATE TABLE IF NOT EXISTS type_layer (
     job TEXT NOT NULL, gpu_type TEXT NOT NULL, kind TEXT NOT NULL, key INTEGER NOT NULL,
     tput_sum REAL NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (job, gpu_type, kind, key));
@@ -98,8 +98,12 @@ class ThroughputStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
-        self._entity: dict[tuple[str, int, str, int], tuple[float, int]] = {
-            (j, s, k, key): (v, n) for j, s, k, key, v, n in self._db.execute("SELECT * FROM entity")}
+        self._entity: dict[tuple[str, int, str, int], tuple[float, int]] = {}
+        #: job -> server -> GPU type, for the servers the entity layer has records of
+        self._servers: dict[str, dict[int, str]] = {}
+        for j, server, k, key, v, n, t in self._db.execute("SELECT * FROM entity"):
+            self._entity[(j, server, k, key)] = (v, n)
+            self._servers.setdefault(j, {})[server] = t
         self._type: dict[tuple[str, str, str, int], tuple[float, int]] = {
             (j, t, k, key): (v, n) for j, t, k, key, v, n in self._db.execute("SELECT * FROM type_layer")}
         self._components: dict[tuple[str, str], Components] = {
@@ -130,7 +134,8 @@ class ThroughputStore:
             kind, key = (AGGREGATED, obs.num_gpus) if obs.num_nodes <= 1 else (DISTRIBUTED, obs.num_nodes)
             self._add(self._type, "type_layer", (job, obs.gpu_type, kind, key), per_gpu)
             for server, _ in obs.servers:
-                self._add(self._entity, "entity", (job, int(server), kind, key), per_gpu)
+                self._add(self._entity, "entity", (job, int(server), kind, key), per_gpu, obs.gpu_type)
+                self._servers.setdefault(job, {})[int(server)] = obs.gpu_type
         if {"T_f", "T_b", "T_u", "params"} <= comps.keys() and (job, obs.gpu_type) not in self._components:
             pattern = int(pattern_of(comps, obs)) if pattern_of is not None else 1
             c = Components(obs.local_bsz, comps["T_f"], comps["T_b"], comps["T_u"], comps["params"], pattern)
@@ -147,10 +152,11 @@ class ThroughputStore:
     def commit(self) -> None:
         self._db.commit()
 
-    def _add(self, mirror: dict, table: str, key: tuple, value: float) -> None:
+    def _add(self, mirror: dict, table: str, key: tuple, value: float, *extra: str) -> None:
         total, n = mirror.get(key, (0.0, 0))
         mirror[key] = (total + value, n + 1)
-        self._db.execute(f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?, ?, ?)", (*key, total + value, n + 1))
+        marks = ", ".join("?" * (6 + len(extra)))
+        self._db.execute(f"INSERT OR REPLACE INTO {table} VALUES ({marks})", (*key, total + value, n + 1, *extra))
 
     # -- reading (top-down, by the estimator) ------------------------------------------------------------
     def entity(self, job: str, server: int, kind: str, key: int) -> float | None:
@@ -170,6 +176,22 @@ class ThroughputStore:
     def data_loads(self, job: str, gpu_type: str) -> list[float]:
         """Every data-loading time recorded for the job on a type."""
         return self._loads.get((job, gpu_type), [])
+
+    def servers_of(self, job: str) -> dict[int, str]:
+        """Servers with a server-layer record of the job, and their GPU types."""
+        return self._servers.get(job, {})
+
+    def distinct_servers(self, job: str, tolerance: float) -> set[int]:
+        """Servers where some server-layer throughput of the job differs from its type layer's by more than
+        ``tolerance`` (relative): the servers the estimator tells apart for the job."""
+        out = set()
+        for (j, server, kind, key), (total, n) in self._entity.items():
+            if j != job or server in out:
+                continue
+            t_total, t_n = self._type[(job, self._servers[job][server], kind, key)]
+            if abs(total / n - t_total / t_n) > tolerance * (t_total / t_n):
+                out.add(server)
+        return out
 
     def profiled_types(self, job: str) -> set[str]:
         return {t for j, t in self._components if j == job}

@@ -41,6 +41,7 @@ shape, nominal hosts; no profiling), for comparison.
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -58,6 +59,9 @@ from dlsched.solvers.multi_assignment import MultiResourceProblem, solve_multi_a
 
 #: Where throughputs come from: section 3.5's estimator and its store, or the simulator's truth.
 THROUGHPUT_SOURCES = ("estimator", "oracle")
+
+#: Relative difference from the type layer above which a server's records tell it apart from its peers.
+_DISTINCT = 0.01
 
 #: Relative bonus of a job's current configuration: breaks ties between equal plans, never more.
 _KEEP_BONUS = 1e-6
@@ -305,7 +309,7 @@ class HopsAllocation(EstimatingAllocation):
                               shape=(len(cluster.nodes), len(configs)))
         problem = MultiResourceProblem(group=np.array(group), usage=usage, value=np.array(values),
                                        capacity=idle.astype(float), num_groups=len(window),
-                                       ordered=_interchangeable(view, window, idle))
+                                       ordered=_interchangeable(view, window, idle, self._known_servers(window)))
         result = solve_multi_assignment(problem, mip_rel_gap=self.mip_rel_gap, time_limit_s=self.time_limit_s)
         for i, o in enumerate(result.choice.tolist()):
             if o < 0:
@@ -317,6 +321,14 @@ class HopsAllocation(EstimatingAllocation):
         plan.info["hops.options"] = float(len(configs))
         plan.info["hops.solve_s"] = result.solve_s
         return plan
+
+    def _known_servers(self, window: list[JobView]) -> set[int]:
+        """Servers the estimator's server layer tells apart for a job of the window (none for the oracle):
+        their records differ from the type's by more than 1%."""
+        est = self.require_estimator()
+        if not isinstance(est, HopsThroughput):
+            return set()
+        return {s for j in window for s in est.store.distinct_servers(j.job_id, _DISTINCT)}
 
     def _throughputs(self, job: JobView, configs: list[Config]) -> np.ndarray:
         """The estimator's throughput of each configuration's shape on its type (one query per type)."""
@@ -336,12 +348,14 @@ class HopsAllocation(EstimatingAllocation):
         return out
 
 
-def _interchangeable(view: ClusterView, window: list[JobView], idle: np.ndarray) -> tuple[tuple[int, int], ...]:
-    """Consecutive pairs of servers no plan can tell apart (same GPU type, size, host and idle GPUs, and no
-    job of the window on them, whose current configuration would favour one): the solver may load the
+def _interchangeable(view: ClusterView, window: list[JobView], idle: np.ndarray,
+                     known: Collection[int] = ()) -> tuple[tuple[int, int], ...]:
+    """Consecutive pairs of servers no plan can tell apart (same GPU type, size, host and idle GPUs, no job
+    of the window on them, whose current configuration would favour one, and none the estimator knows
+    apart: ``known``, servers with a server-layer record for a job of the window): the solver may load the
     earlier one at least as much, which spares it searching mirror images of one plan."""
     cluster = view.cluster
-    held = {n for j in window if j.placement for n in j.placement.by_node(cluster)}
+    held = {n for j in window if j.placement for n in j.placement.by_node(cluster)} | set(known)
     last: dict[tuple[str, int, str, int], int] = {}
     pairs = []
     for node in cluster.nodes:
