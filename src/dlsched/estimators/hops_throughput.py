@@ -145,6 +145,8 @@ class HopsThroughput:
     #: The cluster's offline-measured intra-server and network bandwidths (GB/s of gradients), eq. 2.
     b_link_gbps: float = 6.0
     b_net_gbps: float = 2.5
+    #: Read the server entity layer (off: the type layer answers for every server, for ablations).
+    server_layer: bool = True
     mode: str = "learned"
     _mixtures: dict[tuple[str, str], tuple[int, DataLoadMixture | None]] = field(default_factory=dict, repr=False)
 
@@ -209,7 +211,7 @@ class HopsThroughput:
                 num_nodes: int) -> tuple[float, str]:
         """Per-GPU samples/s of the job on one server (``None``: any of the type) and the answering layer."""
         kind, key = (AGGREGATED, num_gpus) if num_nodes <= 1 else (DISTRIBUTED, num_nodes)
-        if server is not None:
+        if server is not None and self.server_layer:
             got = self.store.entity(job_id, server, kind, key)
             if got is not None:
                 return got, "server"

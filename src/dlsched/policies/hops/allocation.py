@@ -147,6 +147,8 @@ class HopsAllocation(EstimatingAllocation):
     #: and network.
     b_link_gbps: float = ranged(6.0, 0.0, 10000.0, lo_open=True)
     b_net_gbps: float = ranged(2.5, 0.0, 10000.0, lo_open=True)
+    #: The estimator reads its server entity layer (off: per-type throughputs only, for ablations).
+    server_layer: bool = True
     name: str = "hops"
     #: The scheduler's ordering stage (set by the registry): which priorities weigh the ILP.
     ordering: str = "latency-ratio"
@@ -167,7 +169,7 @@ class HopsAllocation(EstimatingAllocation):
         """The estimator: section 3.5's over its store (opened on first use), or the attached oracle."""
         if self.throughputs == "estimator" and self.estimator is None:
             self.estimator = HopsThroughput(ThroughputStore(self.store), b_link_gbps=self.b_link_gbps,
-                                            b_net_gbps=self.b_net_gbps)
+                                            b_net_gbps=self.b_net_gbps, server_layer=self.server_layer)
         return super().require_estimator()
 
     # -- pieces ------------------------------------------------------------------------------------------
@@ -326,7 +328,7 @@ class HopsAllocation(EstimatingAllocation):
         """Servers the estimator's server layer tells apart for a job of the window (none for the oracle):
         their records differ from the type's by more than 1%."""
         est = self.require_estimator()
-        if not isinstance(est, HopsThroughput):
+        if not isinstance(est, HopsThroughput) or not est.server_layer:
             return set()
         return {s for j in window for s in est.store.distinct_servers(j.job_id, _DISTINCT)}
 
