@@ -210,7 +210,7 @@ class HopsAllocation(EstimatingAllocation):
         est.update(view)
         idle = _idle(view, held=lambda j: j.profiling)
         # the profiling queue feeds the store; an estimator attached in its place (the oracle) needs none
-        profiles = self.profiling_queue(view, idle) if isinstance(est, HopsThroughput) else []
+        profiles = self.profiling_queue(view, idle, est) if isinstance(est, HopsThroughput) else []
         profiled_now = {r.job.job_id for r in profiles}
         queue = [j for j in ordered if not j.profiling and j.job_id not in profiled_now]
         prios = self.priorities(view, queue)
@@ -221,12 +221,13 @@ class HopsAllocation(EstimatingAllocation):
         plan.info["hops.plan_s"] = time.perf_counter() - t0
         return plan
 
-    def profiling_queue(self, view: ClusterView, idle: np.ndarray) -> list[ProfileRequest]:
+    def profiling_queue(self, view: ClusterView, idle: np.ndarray, est: HopsThroughput) -> list[ProfileRequest]:
         """Section 3.2's profiling queue, served before any plan: each waiting job not yet profiled on a type
         it accepts is profiled on one GPU of it, in arrival order. A GPU no job holds is taken first (on the
         fullest server with one, keeping holes whole); when the type has none, a running job's GPU is
         taken (on the server with the fewest running GPUs), as the paper runs the profiling queue first and
-        plans the rest. ``idle`` loses the GPUs taken."""
+        plans the rest. A job whose components the store already holds for a type (recorded by an earlier
+        process on the same store) is not profiled there again. ``idle`` loses the GPUs taken."""
         cluster = view.cluster
         busy = view.busy_gpus()
         taken = np.zeros(cluster.num_gpus, dtype=bool)
@@ -236,7 +237,8 @@ class HopsAllocation(EstimatingAllocation):
         for job in waiting:
             gpus, shapes = [], []
             for t in cluster.type_names:
-                if not job.spec.allows_gpu_type(t) or t in job.profiled_types:
+                if (not job.spec.allows_gpu_type(t) or t in job.profiled_types
+                        or est.components(job.job_id, t) is not None):
                     continue
                 gpu = _profile_gpu(cluster, cluster.nodes_of_type[t], busy, taken, idle)
                 if gpu is None:
