@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import subprocess
 import sys
 
@@ -162,6 +164,23 @@ def test_records_survive_a_new_process(tmp_path, url):
 def test_store_locations():
     assert store_path("sqlite:///tmp/x.sqlite") == "tmp/x.sqlite"
     assert store_path("sqlite:////tmp/x.sqlite") == "/tmp/x.sqlite"
-    assert store_path("").endswith("throughput.sqlite")
+    store = ThroughputStore()  # a run's own file, in a temporary directory that goes with the store
+    store.record("j", obs([(0, 1)], 0.5))
+    assert os.path.exists(store.path) and store.count_observations() == 1
+    folder = os.path.dirname(store.path)
+    store.close()
+    del store
+    gc.collect()
+    assert not os.path.exists(folder)
     with pytest.raises(ValueError, match="sqlite:///"):
         check_location("postgresql://db/x")
+
+
+def test_a_job_without_components_scales_what_it_reported_linearly(tmp_path):
+    est = HopsThroughput(ThroughputStore(str(tmp_path / "s.sqlite")))
+    plain = ThroughputObservation(time_s=0.0, gpu_type="v100", num_nodes=1, num_gpus=1, local_bsz=0, accum_steps=1,
+                                  step_time_s=0.25, sync_time_s=0.0)  # another workload's profile: no batch
+    assert est.config_throughput("r", "v100", ((0, 4),)) == 0.0  # nothing reported: no estimate
+    est.store.record("r", plain)
+    assert est.explain("r", "v100", ((0, 4),)) == (pytest.approx(4 * 4.0), ("formula",))
+    assert est.explain("r", "v100", ((0, 1),)) == (pytest.approx(4.0), ("type",))

@@ -21,7 +21,9 @@ top-down from :class:`~dlsched.estimators.throughput_store.ThroughputStore`:
    * equation 5: throughput per GPU = per-GPU batch over ``E(T_iter)`` (``T_w`` is taken as 0: the slowest
      server already gates the configuration).
 
-A job not profiled on a type has no estimate there (0): the profiling queue profiles it first.
+A job not profiled on a type has no estimate there (0): the profiling queue profiles it first. A job that
+reports no components (one of another workload, run under the ``hops`` preset) gets, below the two
+measured layers, the mean per-GPU throughput it reported on the type over any shape (linear scaling).
 """
 
 from __future__ import annotations
@@ -223,9 +225,11 @@ class HopsThroughput:
     def formula(self, job_id: str, gpu_type: str, num_gpus: int, num_nodes: int) -> float:
         """Equations 1-5 from the component layer (0 if the job was not profiled on the type)."""
         comps = self.store.components(job_id, gpu_type)
-        mix = self.mixture(job_id, gpu_type)
         if comps is None:
-            return 0.0
+            # a job that reports no components (not of the Hops workload): its per-GPU throughput on the type
+            # is what it reported there on any shape (linear scaling); 0 if it reported nothing
+            return self.store.type_any_shape(job_id, gpu_type) or 0.0
+        mix = self.mixture(job_id, gpu_type)
         if mix is None:
             mix = DataLoadMixture(1.0, 0.0, 0.0, 0.0, 0.0)
         t_c = comm_time(comps.params, num_gpus, num_nodes, self.b_link_gbps, self.b_net_gbps)

@@ -14,8 +14,9 @@ Every observation is also kept verbatim (``observations``). Throughputs of a lay
 observations that reached it. A distributed observation is gated by its slowest server (section 3.5), so
 it is recorded for each of its servers as the per-GPU throughput they delivered together.
 
-The database is a file (one per run by default, in a fresh temporary directory) or a path or
-``sqlite:///path`` URL the user gives, so a restarted scheduler finds what earlier runs recorded. Lookups
+The database is a file: by default one per run, in a temporary directory removed when the run's store
+goes (at the end of the process at the latest); or a path or ``sqlite:///path`` URL the user gives, kept, so
+a restarted scheduler finds what earlier runs recorded. Lookups
 are answered from an in-memory mirror loaded when the store opens and written through on every record: a
 round asks thousands of them.
 """
@@ -74,11 +75,9 @@ def check_location(location: str) -> None:
 
 
 def store_path(location: str) -> str:
-    """The SQLite file of ``location``: a path, a ``sqlite:///path`` URL (``sqlite:///`` alone: in memory),
-    or empty for a new file in a fresh temporary directory."""
+    """The SQLite file of ``location``: a path or a ``sqlite:///path`` URL (``sqlite:///`` alone: in memory).
+    Empty is handled by :class:`ThroughputStore` (a file in a temporary directory removed with the store)."""
     check_location(location)
-    if not location:
-        return os.path.join(tempfile.mkdtemp(prefix="dlsched-hops-"), "throughput.sqlite")
     if location.startswith("sqlite:///"):
         return location[len("sqlite:///"):] or ":memory:"
     return location
@@ -88,7 +87,13 @@ class ThroughputStore:
     """The three layers of section 3.3 in one SQLite database; see the module docstring."""
 
     def __init__(self, location: str = "") -> None:
-        self.path = store_path(location)
+        #: The run's own temporary directory when no location is given: removed when the store is.
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        if location:
+            self.path = store_path(location)
+        else:
+            self._tmp = tempfile.TemporaryDirectory(prefix="dlsched-hops-")
+            self.path = os.path.join(self._tmp.name, "throughput.sqlite")
         if self.path != ":memory:":
             parent = os.path.dirname(os.path.abspath(self.path))
             os.makedirs(parent, exist_ok=True)
@@ -106,6 +111,11 @@ class ThroughputStore:
             self._servers.setdefault(j, {})[server] = t
         self._type: dict[tuple[str, str, str, int], tuple[float, int]] = {
             (j, t, k, key): (v, n) for j, t, k, key, v, n in self._db.execute("SELECT * FROM type_layer")}
+        #: (job, GPU type) -> (sum, count) of every per-GPU throughput recorded there, any shape
+        self._type_any: dict[tuple[str, str], tuple[float, int]] = {}
+        for (j, t, _, _), (v, n) in self._type.items():
+            total, count = self._type_any.get((j, t), (0.0, 0))
+            self._type_any[(j, t)] = (total + v, count + n)
         self._components: dict[tuple[str, str], Components] = {
             (j, t): Components(b, f, bw, u, p, pat)
             for j, t, b, f, bw, u, p, pat in self._db.execute("SELECT * FROM components")}
@@ -114,7 +124,10 @@ class ThroughputStore:
             self._loads.setdefault((j, t), []).append(v)
 
     def close(self) -> None:
+        """Close the database (and remove the run's temporary one, if it is that)."""
         self._db.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
 
     # -- writing -------------------------------------------------------------------------------------
     def record(self, job: str, obs: ThroughputObservation, pattern_of=None, *, commit: bool = True) -> None:
@@ -129,10 +142,13 @@ class ThroughputStore:
                    "step_time_s, components, data_load) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                    (job, obs.gpu_type, obs.time_s, json.dumps(obs.servers), obs.num_gpus, obs.num_nodes,
                     obs.local_bsz, obs.step_time_s, json.dumps(comps), json.dumps(obs.data_load_s)))
-        if obs.step_time_s > 0 and obs.local_bsz > 0:
-            per_gpu = obs.local_bsz / obs.step_time_s
+        if obs.step_time_s > 0:
+            # a job that reports no batch (a rigid job of another workload) counts one unit per step
+            per_gpu = max(1, obs.local_bsz) / obs.step_time_s
             kind, key = (AGGREGATED, obs.num_gpus) if obs.num_nodes <= 1 else (DISTRIBUTED, obs.num_nodes)
             self._add(self._type, "type_layer", (job, obs.gpu_type, kind, key), per_gpu)
+            total, count = self._type_any.get((job, obs.gpu_type), (0.0, 0))
+            self._type_any[(job, obs.gpu_type)] = (total + per_gpu, count + 1)
             for server, _ in obs.servers:
                 self._add(self._entity, "entity", (job, int(server), kind, key), per_gpu, obs.gpu_type)
                 self._servers.setdefault(job, {})[int(server)] = obs.gpu_type
@@ -167,6 +183,11 @@ class ThroughputStore:
     def type_throughput(self, job: str, gpu_type: str, kind: str, key: int) -> float | None:
         """Mean per-GPU throughput of the job on a GPU type (layer 2), None if never observed."""
         got = self._type.get((job, gpu_type, kind, key))
+        return got[0] / got[1] if got else None
+
+    def type_any_shape(self, job: str, gpu_type: str) -> float | None:
+        """Mean per-GPU throughput of the job on a type over every shape it reported there (None: none)."""
+        got = self._type_any.get((job, gpu_type))
         return got[0] / got[1] if got else None
 
     def components(self, job: str, gpu_type: str) -> Components | None:
