@@ -184,3 +184,18 @@ def test_a_job_without_components_scales_what_it_reported_linearly(tmp_path):
     est.store.record("r", plain)
     assert est.explain("r", "v100", ((0, 4),)) == (pytest.approx(4 * 4.0), ("formula",))
     assert est.explain("r", "v100", ((0, 1),)) == (pytest.approx(4.0), ("type",))
+
+
+@settings(max_examples=40, deadline=None)
+@given(runs=st.lists(st.tuples(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 4)), min_size=1, max_size=3,
+                                        unique_by=lambda p: p[0]), st.floats(0.1, 2.0)), max_size=8),
+       config=st.lists(st.tuples(st.integers(0, 5), st.integers(1, 4)), min_size=1, max_size=3,
+                       unique_by=lambda p: p[0]),
+       server_layer=st.booleans())
+def test_the_planners_fast_lookup_answers_as_the_layers_do(runs, config, server_layer):
+    est = HopsThroughput(ThroughputStore("sqlite:///"), server_layer=server_layer)
+    est.store.record("j", obs([(0, 1)], 0.35, components=COMPONENTS, loads=(0.1,)), detect_pattern)
+    for servers, step in runs:
+        est.store.record("j", obs(sorted(servers), step))
+    servers = tuple(sorted(config))
+    assert est.config_throughput("j", "rtx3090", servers) == pytest.approx(est.explain("j", "rtx3090", servers)[0])

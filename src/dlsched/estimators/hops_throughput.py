@@ -151,6 +151,9 @@ class HopsThroughput:
     server_layer: bool = True
     mode: str = "learned"
     _mixtures: dict[tuple[str, str], tuple[int, DataLoadMixture | None]] = field(default_factory=dict, repr=False)
+    #: Formula answers per (job, type, GPUs, servers), valid while the store's version is ``_formulas_of``.
+    _formulas: dict[tuple[str, str, int, int], float] = field(default_factory=dict, repr=False)
+    _formulas_of: int = field(default=-1, repr=False)
 
     # -- the GoodputEstimator protocol -----------------------------------------------------------------
     def update(self, view: ClusterView) -> None:
@@ -192,8 +195,22 @@ class HopsThroughput:
     # -- location-specific configurations ---------------------------------------------------------------
     def config_throughput(self, job_id: str, gpu_type: str, servers: tuple[tuple[int, int], ...]) -> float:
         """Samples/s of a configuration ``((node, GPUs), ...)``: its slowest server's per-GPU throughput times
-        its GPUs (0 when the job has no estimate on the type)."""
-        return self.explain(job_id, gpu_type, servers)[0]
+        its GPUs (0 when the job has no estimate on the type). The same answer as :meth:`explain`, without
+        naming the layers: a round asks this for every configuration of every job in the window."""
+        total, nodes = sum(k for _, k in servers), len(servers)
+        kind, key = (AGGREGATED, total) if nodes <= 1 else (DISTRIBUTED, nodes)
+        below = self.store.type_throughput(job_id, gpu_type, kind, key)
+        if below is None:
+            below = self._formula(job_id, gpu_type, total, nodes)
+        if not self.server_layer:
+            return float(below * total) if servers else 0.0
+        slowest = np.inf
+        for server, _ in servers:
+            got = self.store.entity(job_id, server, kind, key)
+            value = below if got is None else got
+            if value < slowest:
+                slowest = value
+        return float(slowest * total) if servers else 0.0
 
     def explain(self, job_id: str, gpu_type: str,
                 servers: tuple[tuple[int, int], ...]) -> tuple[float, tuple[str, ...]]:
@@ -220,7 +237,18 @@ class HopsThroughput:
         got = self.store.type_throughput(job_id, gpu_type, kind, key)
         if got is not None:
             return got, "type"
-        return self.formula(job_id, gpu_type, num_gpus, num_nodes), "formula"
+        return self._formula(job_id, gpu_type, num_gpus, num_nodes), "formula"
+
+    def _formula(self, job_id: str, gpu_type: str, num_gpus: int, num_nodes: int) -> float:
+        """:meth:`formula`, remembered until the next observation."""
+        if self._formulas_of != self.store.version:
+            self._formulas.clear()
+            self._formulas_of = self.store.version
+        k = (job_id, gpu_type, num_gpus, num_nodes)
+        got = self._formulas.get(k)
+        if got is None:
+            got = self._formulas[k] = self.formula(job_id, gpu_type, num_gpus, num_nodes)
+        return got
 
     def formula(self, job_id: str, gpu_type: str, num_gpus: int, num_nodes: int) -> float:
         """Equations 1-5 from the component layer (0 if the job was not profiled on the type)."""

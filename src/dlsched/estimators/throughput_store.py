@@ -97,6 +97,8 @@ class ThroughputStore:
         if self.path != ":memory:":
             parent = os.path.dirname(os.path.abspath(self.path))
             os.makedirs(parent, exist_ok=True)
+        #: Counts the observations recorded by this process (answers derived from the layers key on it).
+        self.version = 0
         self._db = sqlite3.connect(self.path)
         # a crash may lose the last round's records, never corrupt the file; syncing every round would
         # cost more than the round's plan
@@ -136,6 +138,7 @@ class ThroughputStore:
         ``pattern_of(components, observation)`` detects equation 1's pattern when the observation carries
         the first profiled components of the job on its type (the component layer keeps the first ones).
         """
+        self.version += 1
         db = self._db
         comps = dict(obs.components)
         db.execute("INSERT INTO observations (job, gpu_type, time_s, servers, num_gpus, num_nodes, local_bsz, "
