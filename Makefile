@@ -60,6 +60,7 @@ experiments: $(STAMP)
 	$(PY) experiments/gavel_fidelity.py --workloads 2 --workers $(WORKERS)
 	$(PY) experiments/gimbal_e2e.py --seeds 6 --ablation-seeds 10 --workers $(WORKERS)
 	$(PY) experiments/gimbal_search.py
+	$(PY) experiments/hops_estimator.py --workloads 3 --workers $(WORKERS)
 	$(PY) benchmarks/coordination_time.py --rounds 20 --out experiments/results/coordination_time.json
 	$(PY) experiments/make_results.py
 

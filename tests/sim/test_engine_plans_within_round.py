@@ -23,7 +23,8 @@ def two_jobs() -> list[JobSpec]:
 def run(multi_plan: bool):
     cluster = small_cluster((("rtx3090", 1, 4),))
     world = World(cluster)
-    sched = build_scheduler("hops", settings={"multi_plan": "on" if multi_plan else "off"})
+    # the oracle's throughputs: no profiling round before the jobs start
+    sched = build_scheduler("hops", settings={"multi_plan": "on" if multi_plan else "off", "throughputs": "oracle"})
     engine = Engine(cluster, two_jobs(), sched, world, SimConfig(round_s=600.0))
     attach_oracle(sched, world, engine)
     return {j.job_id: j for j in engine.run().jobs}

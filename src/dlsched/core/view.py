@@ -30,6 +30,13 @@ class ThroughputObservation:
     accum_steps: int
     step_time_s: float
     sync_time_s: float
+    #: Where the job ran: (node id, GPUs) per server, node ids ascending; empty if the job does not say.
+    servers: tuple[tuple[int, int], ...] = ()
+    #: Time components of one iteration its profiler plugin measured (seconds; Hops section 3.2), as (name,
+    #: value) pairs: ``T_f``, ``T_b``, ``T_u``, ``T_c`` and the model's parameter count ``params``.
+    components: tuple[tuple[str, float], ...] = ()
+    #: Data-loading times per iteration the plugin recorded (seconds; any number of samples, from any server).
+    data_load_s: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

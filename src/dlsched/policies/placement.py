@@ -94,6 +94,11 @@ def random_gpus(pool: FreePool, gtype: str, k: int, rng: np.random.Generator) ->
 def place_profiles(pool: FreePool, profiles: list[ProfileRequest], decision: Decision) -> None:
     """Profile each new job on packed free GPUs of every type it asks for (types without room are skipped)."""
     for req in profiles:
+        if req.gpus:
+            if pool.is_free(req.gpus):
+                pool.take(req.gpus)
+                decision.profiles[req.job.job_id] = Placement.of(list(req.gpus))
+            continue
         gpus: list[int] = []
         for gtype, k in req.shapes:
             if gtype not in pool.cluster.nodes_of_type or pool.free_of_type(gtype) < k:

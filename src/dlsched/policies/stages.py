@@ -72,6 +72,9 @@ class ProfileRequest:
 
     job: JobView
     shapes: tuple[tuple[str, int], ...]
+    #: The exact GPUs to profile on, when the allocation chose them (Hops profiles on GPUs no job holds);
+    #: empty: placement picks them per shape.
+    gpus: tuple[int, ...] = ()
 
 
 @dataclass(slots=True)

@@ -38,6 +38,7 @@ from dlsched.world.calibration import DEFAULT_CALIBRATION, calibration
 from dlsched.world.efficiency import EfficiencyModel
 from dlsched.world.hops import GPUS as HOPS_GPUS
 from dlsched.world.hops import HopsPhysics, hops_rate, is_hops_job
+from dlsched.world.hops import observation_details as hops_observation_details
 from dlsched.world.sharing import DEFAULT_ISOLATION, SHARE_CHANGE_S, JobSharing, MpsCurve, SharingModel
 from dlsched.world.stragglers import StragglerEpisodes
 from dlsched.world.throughput import ThroughputModel
@@ -363,6 +364,15 @@ class World:
             factor *= self.sharing.job_factor(phys.spec.model, sharing)
         return base if factor == 1.0 else _scaled(base, factor)
 
+    def observation_details(self, phys: JobPhysics, placement: Placement) -> dict[str, tuple]:
+        """Fields a job reports beside its step time (:class:`~dlsched.core.ThroughputObservation`): a Hops
+        job's servers, time components and data-loading times; nothing for other jobs."""
+        if not isinstance(phys, HopsJobPhysics) or not placement:
+            return {}
+        cluster = self.cluster
+        by_node = {n: len(g) for n, g in placement.by_node(cluster).items()}
+        return hops_observation_details(phys.hops, self, cluster.gpu_type_of[placement.gpus[0]], by_node)
+
     def episode_slowdown(self, perf_class: str, gpus: tuple[int, ...], t: float) -> float:
         """How much slower than :meth:`rate` a job of ``perf_class`` on ``gpus`` runs at time ``t`` (>= 1).
 
@@ -433,10 +443,11 @@ class World:
                 obs.append(ThroughputObservation(time_s=t + group_t, gpu_type=gtype, num_nodes=len(counts),
                                                  num_gpus=len(gpus), local_bsz=0, accum_steps=1,
                                                  step_time_s=0.0, sync_time_s=0.0))
+            details = self.observation_details(phys, part)
             for b, step, sync in measured:
                 obs.append(ThroughputObservation(time_s=t + group_t, gpu_type=gtype, num_nodes=len(counts),
                                                  num_gpus=len(gpus), local_bsz=b, accum_steps=1,
-                                                 step_time_s=step, sync_time_s=sync))
+                                                 step_time_s=step, sync_time_s=sync, **details))
             duration = max(duration, group_t)
         return duration, obs
 

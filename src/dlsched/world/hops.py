@@ -214,3 +214,24 @@ def hops_rate(phys: HopsPhysics, world: World, gpu_type: str, node_counts: tuple
     k = sum(node_counts)
     return Rate(work_per_s=sps, batch_size=phys.batch * k, local_bsz=phys.batch, step_time_s=k * phys.batch / sps,
                 throughput_sps=sps)
+
+
+def observation_details(phys: HopsPhysics, world: World, gpu_type: str,
+                        by_node: dict[int, int]) -> dict[str, tuple]:
+    """What a Hops job's profiler plugin reports beside its iteration time (section 3.2): the servers it ran
+    on, its time components and the data-loading time of each server (the slowest gates the job)."""
+    gpu = GPUS.get(gpu_type)
+    if gpu is None or not by_node:
+        return {}
+    servers = tuple(sorted(by_node.items()))
+    k, n = sum(by_node.values()), len(by_node)
+    per_node = phys._gpus_per_node.get(gpu_type, max(by_node.values()))
+    loads = []
+    parts: dict[str, float] = {}
+    for node, _ in servers:
+        host = world.cluster.nodes[node].host
+        parts = iteration_parts(phys.model, gpu, k, n, host_core_ghz_per_gpu(host, per_node), phys.batch)
+        loads.append(parts["T_d"])
+    comps = tuple((name, parts[name]) for name in ("T_f", "T_b", "T_u", "T_c")) + (
+        ("params", phys.model.params_m * 1e6),)
+    return {"servers": servers, "components": comps, "data_load_s": tuple(loads)}

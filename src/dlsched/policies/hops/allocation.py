@@ -27,13 +27,21 @@ One round:
    ``multi_plan=off`` and ``sensitivity_adjustment=off`` switch these parts off for ablations.
 
 Priorities come from the scheduler's ordering: the latency ratio (eq. 8) under ``latency-ratio``; under
-another ordering the queue position, ``(n - position) / n``. Throughputs come from the goodput estimator
-the run attaches (the simulator's oracle until the section 3.5 estimator and its store are built).
+another ordering the queue position, ``(n - position) / n``.
+
+Throughputs (``throughputs=estimator``, the default) come from section 3.5's estimator over the multi-layer
+SQLite store (:mod:`dlsched.estimators.hops_throughput`): each configuration on its exact servers, server
+layer first, then the GPU type's, then the formula over the profiled components. New jobs wait in the
+**profiling queue** (section 3.2): at the start of a round each is profiled on one GPU of every type it has
+not been profiled on, on GPUs no job holds, before the plan is made over the GPUs left; a job is planned
+on the types it has been profiled on. ``throughputs=oracle`` reads the simulator's truth instead (by
+shape, nominal hosts; no profiling), for comparison.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -42,10 +50,18 @@ import scipy.sparse as sp
 
 from dlsched.core import ClusterView, JobView
 from dlsched.core.ranges import ranged
+from dlsched.estimators.hops_throughput import HopsThroughput
+from dlsched.estimators.throughput_store import ThroughputStore, check_location
 from dlsched.policies.hops.configs import Config, type_configs
 from dlsched.policies.hops.ordering import latency_ratio
-from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan
+from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan, ProfileRequest
 from dlsched.solvers.multi_assignment import MultiResourceProblem, solve_multi_assignment
+
+#: Where throughputs come from: section 3.5's estimator and its store, or the simulator's truth.
+THROUGHPUT_SOURCES = ("estimator", "oracle")
+
+#: Relative difference from the type layer above which a server's records tell it apart from its peers.
+_DISTINCT = 0.01
 
 #: Relative bonus of a job's current configuration: breaks ties between equal plans, never more.
 _KEEP_BONUS = 1e-6
@@ -121,6 +137,18 @@ class HopsAllocation(EstimatingAllocation):
     #: Relative MILP gap (the paper: 0.05%) and time limit per solve.
     mip_rel_gap: float = ranged(5e-4, 0.0, 1.0)
     time_limit_s: float = ranged(10.0, 0.0, 3600.0, lo_open=True)
+    #: ``estimator``: section 3.5's estimator over the multi-layer store, fed by profiling and what jobs
+    #: report; ``oracle``: the simulator's truth by shape (comparison runs).
+    throughputs: str = "estimator"
+    #: The throughput store: a file path or ``sqlite:///path`` URL (kept across runs); empty: a new file per
+    #: run in a temporary directory.
+    store: str = ""
+    #: The cluster's offline-measured bandwidths (GB/s of 4-byte gradients) for equation 2: intra-server link
+    #: and network.
+    b_link_gbps: float = ranged(6.0, 0.0, 10000.0, lo_open=True)
+    b_net_gbps: float = ranged(2.5, 0.0, 10000.0, lo_open=True)
+    #: The estimator reads its server entity layer (off: per-type throughputs only, for ablations).
+    server_layer: bool = True
     name: str = "hops"
     #: The scheduler's ordering stage (set by the registry): which priorities weigh the ILP.
     ordering: str = "latency-ratio"
@@ -128,8 +156,21 @@ class HopsAllocation(EstimatingAllocation):
     traits: ClassVar[AllocationTraits] = AllocationTraits(plans_spread=True, names_gpu_type=True,
                                                           plans_within_round=True)
 
+    def __post_init__(self) -> None:
+        if self.throughputs not in THROUGHPUT_SOURCES:
+            raise ValueError(f"unknown throughputs '{self.throughputs}' (one of: {', '.join(THROUGHPUT_SOURCES)})")
+        check_location(self.store)
+        self.estimator = None
+
     def needs_oracle(self) -> bool:
-        return True
+        return self.throughputs == "oracle"
+
+    def require_estimator(self):
+        """The estimator: section 3.5's over its store (opened on first use), or the attached oracle."""
+        if self.throughputs == "estimator" and self.estimator is None:
+            self.estimator = HopsThroughput(ThroughputStore(self.store), b_link_gbps=self.b_link_gbps,
+                                            b_net_gbps=self.b_net_gbps, server_layer=self.server_layer)
+        return super().require_estimator()
 
     # -- pieces ------------------------------------------------------------------------------------------
     def priorities(self, view: ClusterView, queue: list[JobView]) -> np.ndarray:
@@ -165,14 +206,50 @@ class HopsAllocation(EstimatingAllocation):
     def allocate(self, view: ClusterView, ordered: list[JobView]) -> Plan:
         """The round's first plan: every GPU not held for profiling, the whole queue."""
         t0 = time.perf_counter()
-        self.require_estimator().update(view)
+        est = self.require_estimator()
+        est.update(view)
         idle = _idle(view, held=lambda j: j.profiling)
-        queue = [j for j in ordered if not j.profiling]
+        # the profiling queue feeds the store; an estimator attached in its place (the oracle) needs none
+        profiles = self.profiling_queue(view, idle, est) if isinstance(est, HopsThroughput) else []
+        profiled_now = {r.job.job_id for r in profiles}
+        queue = [j for j in ordered if not j.profiling and j.job_id not in profiled_now]
         prios = self.priorities(view, queue)
         window = service_window(queue, int(idle.sum())) if self.service_window else queue
         plan = self._plan(view, window, prios[:len(window)], idle)
+        plan.profiles = profiles
+        plan.info["hops.profiles"] = float(len(profiles))
         plan.info["hops.plan_s"] = time.perf_counter() - t0
         return plan
+
+    def profiling_queue(self, view: ClusterView, idle: np.ndarray, est: HopsThroughput) -> list[ProfileRequest]:
+        """Section 3.2's profiling queue, served before any plan: each waiting job not yet profiled on a type
+        it accepts is profiled on one GPU of it, in arrival order. A GPU no job holds is taken first (on the
+        fullest server with one, keeping holes whole); when the type has none, a running job's GPU is
+        taken (on the server with the fewest running GPUs), as the paper runs the profiling queue first and
+        plans the rest. A job whose components the store already holds for a type (recorded by an earlier
+        process on the same store) is not profiled there again. ``idle`` loses the GPUs taken."""
+        cluster = view.cluster
+        busy = view.busy_gpus()
+        taken = np.zeros(cluster.num_gpus, dtype=bool)
+        out: list[ProfileRequest] = []
+        waiting = sorted((j for j in view.jobs if not j.placement and not j.profiling),
+                         key=lambda j: (j.spec.submit_time_s, j.job_id))
+        for job in waiting:
+            gpus, shapes = [], []
+            for t in cluster.type_names:
+                if (not job.spec.allows_gpu_type(t) or t in job.profiled_types
+                        or est.components(job.job_id, t) is not None):
+                    continue
+                gpu = _profile_gpu(cluster, cluster.nodes_of_type[t], busy, taken, idle)
+                if gpu is None:
+                    continue
+                taken[gpu] = True
+                idle[int(cluster.gpu_node[gpu])] -= 1
+                gpus.append(gpu)
+                shapes.append((t, 1))
+            if gpus:
+                out.append(ProfileRequest(job, tuple(shapes), gpus=tuple(gpus)))
+        return out
 
     def allocate_more(self, view: ClusterView, ordered: list[JobView]) -> Plan:
         """A plan for GPUs that fell idle inside the round (fragments, finished jobs): running jobs keep their
@@ -236,7 +313,7 @@ class HopsAllocation(EstimatingAllocation):
                               shape=(len(cluster.nodes), len(configs)))
         problem = MultiResourceProblem(group=np.array(group), usage=usage, value=np.array(values),
                                        capacity=idle.astype(float), num_groups=len(window),
-                                       ordered=_interchangeable(view, window, idle))
+                                       ordered=_interchangeable(view, window, idle, self._known_servers(window)))
         result = solve_multi_assignment(problem, mip_rel_gap=self.mip_rel_gap, time_limit_s=self.time_limit_s)
         for i, o in enumerate(result.choice.tolist()):
             if o < 0:
@@ -249,13 +326,25 @@ class HopsAllocation(EstimatingAllocation):
         plan.info["hops.solve_s"] = result.solve_s
         return plan
 
+    def _known_servers(self, window: list[JobView]) -> set[int]:
+        """Servers the estimator's server layer tells apart for a job of the window (none for the oracle):
+        their records differ from the type's by more than 1%."""
+        est = self.require_estimator()
+        if not isinstance(est, HopsThroughput) or not est.server_layer:
+            return set()
+        return {s for j in window for s in est.store.distinct_servers(j.job_id, _DISTINCT)}
+
     def _throughputs(self, job: JobView, configs: list[Config]) -> np.ndarray:
         """The estimator's throughput of each configuration's shape on its type (one query per type)."""
         out = np.zeros(len(configs))
+        est = self.require_estimator()
+        if isinstance(est, HopsThroughput):  # location-specific: each configuration on its exact servers
+            for i, c in enumerate(configs):
+                out[i] = est.config_throughput(job.job_id, c.gpu_type, c.servers)
+            return out
         by_type: dict[str, list[int]] = {}
         for i, c in enumerate(configs):
             by_type.setdefault(c.gpu_type, []).append(i)
-        est = self.require_estimator()
         for gtype, idx in by_type.items():
             shapes = np.array([[configs[i].num_nodes, configs[i].num_gpus] for i in idx])
             uniq, inverse = np.unique(shapes, axis=0, return_inverse=True)
@@ -263,12 +352,14 @@ class HopsAllocation(EstimatingAllocation):
         return out
 
 
-def _interchangeable(view: ClusterView, window: list[JobView], idle: np.ndarray) -> tuple[tuple[int, int], ...]:
-    """Consecutive pairs of servers no plan can tell apart (same GPU type, size, host and idle GPUs, and no
-    job of the window on them, whose current configuration would favour one): the solver may load the
+def _interchangeable(view: ClusterView, window: list[JobView], idle: np.ndarray,
+                     known: Collection[int] = ()) -> tuple[tuple[int, int], ...]:
+    """Consecutive pairs of servers no plan can tell apart (same GPU type, size, host and idle GPUs, no job
+    of the window on them, whose current configuration would favour one, and none the estimator knows
+    apart: ``known``, servers with a server-layer record for a job of the window): the solver may load the
     earlier one at least as much, which spares it searching mirror images of one plan."""
     cluster = view.cluster
-    held = {n for j in window if j.placement for n in j.placement.by_node(cluster)}
+    held = {n for j in window if j.placement for n in j.placement.by_node(cluster)} | set(known)
     last: dict[tuple[str, int, str, int], int] = {}
     pairs = []
     for node in cluster.nodes:
@@ -279,6 +370,25 @@ def _interchangeable(view: ClusterView, window: list[JobView], idle: np.ndarray)
             pairs.append((last[key], node.node_id))
         last[key] = node.node_id
     return tuple(pairs)
+
+
+def _profile_gpu(cluster, nodes, busy: np.ndarray, taken: np.ndarray, idle: np.ndarray) -> int | None:
+    """One GPU of ``nodes`` to profile on: a free one on the fullest server with one, else one a running job
+    holds on the server with the fewest such; None when every GPU is taken or held for profiling."""
+    best: tuple[int, int, int] | None = None
+    for n in nodes:
+        if idle[n] <= 0:
+            continue
+        gpus = [g for g in cluster.gpus_of_node(n) if not taken[g]]
+        free = [g for g in gpus if not busy[g]]
+        key = (0, len(free), n) if free else (1, len(gpus) - len(free), n)
+        if best is None or key < best:
+            best = key
+    if best is None:
+        return None
+    gpus = [g for g in cluster.gpus_of_node(best[2]) if not taken[g]]
+    free = [g for g in gpus if not busy[g]]
+    return (free or gpus)[0]
 
 
 def _idle(view: ClusterView, held) -> np.ndarray:
