@@ -37,8 +37,9 @@ def _run(noise: float = 1.0, overhead: float = 1.25, jobs: tuple[str, ...] = ("a
     models = {"a": "mlp", "b": "resnet"}
     obs = {j: [_obs(models[j], g, k, b, noise if (k + b) % 2 else 1.0) for g in FACTOR for k in (1, 2, 4)
                for b in (16, 32, 64)] for j in jobs}
-    reports = {j: [{"done": False, "steps": 50, "step_time_s": 0.1, "round_wall_s": 5.0 * overhead},
-                   {"done": True, "steps": 3, "step_time_s": 0.1, "round_wall_s": 20.0}] for j in obs}
+    reports = {j: [{"done": False, "steps": 50, "step_time_s": 0.1, "round_wall_s": 5.0 * overhead, "wall_s": 4.0},
+                   {"done": True, "steps": 3, "step_time_s": 0.1, "round_wall_s": 20.0, "wall_s": 0.3 * overhead}]
+               for j in obs}
     grads = {j: [{"time_s": 0.0, "batch_size": 32, "grad_sqr": 2.0, "grad_var": v} for v in (5.0, 6.0, 7.0)]
              for j in obs}
     return {"throughput_obs": obs, "gradient_obs": grads, "reports": reports,
@@ -73,9 +74,13 @@ def test_a_few_disturbed_rows_move_the_fit_little(noise):
         assert min(1.0, noise) * 0.97 <= got / truth <= max(1.0, noise) * 1.03
 
 
-def test_round_overheads_leave_out_the_last_round():
-    assert round_overheads([_run(overhead=1.25)], {"a": "mlp", "b": "resnet"}) == \
-        {"mlp": pytest.approx(1.25), "resnet": pytest.approx(1.25)}
+def test_round_overheads_count_the_last_round_by_the_workers_time():
+    run = _run(overhead=1.25)
+    for reports in run["reports"].values():
+        reports[-1]["wall_s"] = 0.3 * 1.5  # 3 steps of 0.1 s in the worker's 0.45 s; the round went on for 20 s
+    want = (50 * 0.1 * 1.25 + 0.45) / (50 * 0.1 + 0.3)
+    assert round_overheads([run], {"a": "mlp", "b": "resnet"}) == {"mlp": pytest.approx(want),
+                                                                    "resnet": pytest.approx(want)}
 
 
 def test_profiles_give_each_job_its_work_batches_and_stretched_step_times(tmp_path):

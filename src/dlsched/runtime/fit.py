@@ -10,10 +10,11 @@ must learn the jobs from their reports alone, never from when they finished.
   step time with a robust loss. The emulated nodes share one machine, so crossing nodes costs what staying
   in one does (``alpha_n = alpha_r``, ``beta_n = beta_r``).
 * Per-round overhead: every round a runtime job's workers load data, model and checkpoint and form their
-  process group before the first step, and Ray starts new workers when a job moves. The reported rounds'
-  wall-clock lengths over the time of their steps give, per model, the factor by which a round's steps are
-  fewer than the step time alone allows; the fitted step times are stretched by it (and the restart delay
-  is 0, since the rounds that follow restarts are among those measured).
+  process group before the first step, write checkpoints between steps, and Ray starts new workers when a
+  job moves. The time the jobs of a model held their GPUs (the rounds' wall-clock lengths; in a job's last
+  round the worker's own time) over the time of the steps they reported gives, per model, the factor by
+  which the fitted step times are stretched (the restart delay is 0, since the rounds that follow restarts
+  are among those measured).
 * Gradient statistics: each job's median reported ``grad_sqr`` and ``grad_var`` (the noise of its initial
   batch) give its statistical efficiency, by which the simulated job chooses its batch as the real one did.
 * Work: the job's own request, ``epochs * samples`` samples (target-loss jobs are refused: their work is
@@ -110,16 +111,17 @@ def fit_step_times(obs: Mapping[str, list[dict]]) -> tuple[dict[str, dict[str, f
 
 
 def round_overheads(runs: Sequence[Mapping[str, Any]], job_model: Mapping[str, str]) -> dict[str, float]:
-    """Per model, the rounds' wall-clock length over the time of the steps they held (rounds a job finished
-    in are left out: they end early)."""
+    """Per model, the time its jobs held their GPUs over the time of the steps they took: the round's
+    wall-clock length, or in the round a job finished, the worker's own time for the round (the round
+    goes on without it)."""
     wall: dict[str, float] = defaultdict(float)
     busy: dict[str, float] = defaultdict(float)
     for run in runs:
         for job_id, reports in run["reports"].items():
             for r in reports:
-                if r["done"] or r["steps"] <= 0 or "round_wall_s" not in r:
+                if r["steps"] <= 0 or "round_wall_s" not in r:
                     continue
-                wall[job_model[job_id]] += float(r["round_wall_s"])
+                wall[job_model[job_id]] += float(r["wall_s"] if r["done"] else r["round_wall_s"])
                 busy[job_model[job_id]] += r["steps"] * float(r["step_time_s"])
     return {m: max(1.0, wall[m] / busy[m]) for m in busy if busy[m] > 0}
 
