@@ -220,7 +220,8 @@ def simulate_fitted(jobs: Sequence[Mapping[str, Any]], profiles: Mapping[str, An
 def fit_and_simulate(trace: Mapping[str, Any], real: Mapping[str, Mapping[str, Any]], policies: Sequence[str],
                      round_s: float, *, profile_batches: int = 3, profile_steps: int = 2) -> dict[str, Any]:
     """Fit one world to every real run's reports, simulate the trace under each policy in it and compare
-    average JCT and makespan with the real runs."""
+    average JCT and makespan with the real runs (a policy without a real run is simulated only: its row has
+    no real value)."""
     jobs = trace["jobs"]
     profiles = fit_profiles(jobs, list(real.values()))
     simulated: dict[str, Any] = {}
@@ -233,9 +234,11 @@ def fit_and_simulate(trace: Mapping[str, Any], real: Mapping[str, Mapping[str, A
     rows = []
     for policy in policies:
         for metric in ("avg_jct_s", "makespan_s"):
-            r, s = real[policy]["summary"][metric], simulated[policy]["summary"][metric]
+            r = real[policy]["summary"][metric] if policy in real else None
+            s = simulated[policy]["summary"][metric]
+            ok = r is not None and s is not None and r > 0 and math.isfinite(r) and math.isfinite(s)
             rows.append({"policy": policy, "metric": metric, "real": r, "simulated": s,
-                         "rel_diff": (s - r) / r if r and math.isfinite(r) and math.isfinite(s) else None})
+                         "rel_diff": (s - r) / r if ok else None})
     for sim in simulated.values():
         # the profiles file was temporary; its models are recorded with the result
         sim["config"]["world"]["profiles"] = "the fitted profiles recorded with this result"
