@@ -159,8 +159,10 @@ def tables(data: dict[str, Any]) -> dict[str, str]:
     real = data["real"]
     done = ", ".join(f"{p} {r['summary']['completed']}/{r['summary']['jobs']} jobs in {r['wall_s']:.0f} s "
                      f"({r['rounds']} rounds)" for p, r in real.items())
+    from dlsched.sim.about import describe_provenance
+
     lines += ["", f"Real runs ({data['scale']} scale, {len(data['trace']['jobs'])} jobs, rounds of "
-                  f"{data['round_s']:.0f} s): {done}."]
+                  f"{data['round_s']:.0f} s; {describe_provenance(data['real_provenance'])}): {done}."]
     fit = data["profiles"]["fit"]
     quality = "; ".join(f"{m} {q['rows']} rows, median error {100 * q['median_rel_err']:.0f}%, p90 "
                         f"{100 * q['p90_rel_err']:.0f}%" for m, q in fit["models"].items())
