@@ -24,6 +24,7 @@ docs/fidelity.md). The target is agreement within 15%.
     python experiments/runtime_fidelity.py               # scaled down: 8 jobs, about 10 minutes per policy
     python experiments/runtime_fidelity.py --scale full  # the issue's size: 12 jobs over about 30 minutes
     python experiments/runtime_fidelity.py --reuse-real  # refit and resimulate the recorded real runs
+    python experiments/runtime_fidelity.py --scale tiny --out experiments/results/runtime_fidelity_tiny.json
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ _MIX: tuple[tuple[str, int, int, float, int, int], ...] = (
     ("resnet", 1, 8192, 12, 32, 256),
     ("transformer", 2, 8192, 20, 32, 256),
 )
-SCALES = {"small": (8, 120.0, 1.0), "full": (12, 900.0, 3.0)}
+SCALES = {"tiny": (4, 30.0, 0.5), "small": (8, 120.0, 1.0), "full": (12, 900.0, 3.0)}
 
 
 def fidelity_trace(scale: str) -> dict[str, Any]:
