@@ -141,3 +141,39 @@ def test_a_killed_worker_resumes_from_its_checkpoint(two_nodes, tmp_path: Path):
     # the round after the failure resumed from a checkpoint at or after the last completed round
     assert reports[1]["resumed_step"] >= reports[0]["step"]
     _check_jobs_resumed_exactly(result, trace, tmp_path)
+
+
+class StealSamples:
+    """Packing-capable FIFO that gives the first worker of every two-GPU job three quarters of its batch
+    (Gimbal's stealing: the fast worker takes samples from the slow one)."""
+
+    def __init__(self, inner) -> None:
+        import dataclasses
+
+        self.inner, self.name = inner, inner.name
+        self.traits = dataclasses.replace(inner.traits, allows_packing=True)
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def schedule(self, view) -> Decision:
+        decision = self.inner.schedule(view)
+        for job_id, alloc in list(decision.allocations.items()):
+            if len(alloc.placement) == 2:
+                decision.place(job_id, alloc.placement, alloc.batch_size, alloc.gpu_share,
+                               batch_split=(0.75, 0.25))
+        return decision
+
+
+def test_a_decisions_batch_split_reaches_the_workers(two_nodes, tmp_path: Path):
+    trace = _trace([{"job_id": "split", "model": "mlp", "gpus": 2, "samples": 2048, "epochs": 4,
+                     "adaptivity": "rigid", "init_batch": 32}])
+    run = RuntimeRun(two_nodes, trace, StealSamples(build_scheduler("fifo", seed=0)),
+                     RuntimeOptions(round_s=4.0, checkpoint_dir=tmp_path, checkpoint_every=10))
+    result = run.run()
+    reports = result.reports["split"]
+    assert reports[-1]["done"] and result.summary["completed"] == 1
+    # the larger share is 3/4 of the 32-sample batch (equal shares would give 16 per worker)
+    assert {r["local_bsz"] for r in reports if r["steps"] > 0} == {24}
+    assert {o.local_bsz for o in result.throughput_obs["split"]} == {24}
+    _check_jobs_resumed_exactly(result, trace, tmp_path)

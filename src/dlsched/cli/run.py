@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from dlsched.cli import Format, FormatOpt, WideOpt, app, guard, note, print_summaries
-from dlsched.cli.run_options import SetOpt, parse_set
+from dlsched.cli.run_options import ForceOpt, SetOpt, parse_set
 from dlsched.core import InputError
 
 
@@ -29,22 +29,35 @@ def run_jobs(
     checkpoint_dir: Annotated[Path, typer.Option("--checkpoint-dir", help="Shared folder for the jobs' "
                                                  "checkpoints (every Ray node must see it).")] =
         Path("dlsched-checkpoints"),
+    out_dir: Annotated[str | None, typer.Option("--out", help="Write jobs.csv, rounds.csv, summary.json, "
+                                                "config.json and reports.json (every report and observation "
+                                                "of every job) here.")] = None,
+    force: ForceOpt = False,
     wide: WideOpt = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Run real training jobs on Ray under a scheduler preset and print the run's summary."""
 
     def go() -> None:
+        from dlsched.outputs import check_output_dir
         from dlsched.runtime.driver import RuntimeOptions
-        from dlsched.runtime.session import run
+        from dlsched.runtime.session import config_record, run, write_run_outputs
 
         if not 1.0 <= round_s <= 86400.0:
             raise InputError(f"--round-s must lie in [1, 86400], got {round_s:g}", field="round_s")
         if max_time_s is not None and not 0 < max_time_s <= 30 * 86400.0:
             raise InputError(f"--max-time-s must lie in (0, 2592000], got {max_time_s:g}", field="max_time_s")
+        if out_dir is not None:  # a bad folder fails now, not after the run
+            check_output_dir(out_dir, force=force)
         options = RuntimeOptions(round_s=round_s, checkpoint_dir=checkpoint_dir, max_time_s=max_time_s)
-        summary, result = run(cluster, trace, policy, settings=parse_set(set_), seed=seed, address=address,
+        settings = parse_set(set_)
+        summary, result = run(cluster, trace, policy, settings=settings, seed=seed, address=address,
                               options=options)
+        if out_dir is not None:
+            config = config_record(cluster, trace, policy, settings=settings, seed=seed, address=address,
+                                   options=options, summary=summary)
+            folder = write_run_outputs(out_dir, summary, result, config, force=force)
+            note(f"wrote {folder}/ (jobs.csv, rounds.csv, summary.json, config.json, reports.json)")
         restarts = sum(r.restarts for r in result.jobs)
         note(f"{summary['completed']}/{summary['jobs']} jobs done in {result.wall_s:.0f} s wall clock, "
              f"{len(result.rounds)} rounds, {restarts} restarts; GPUs {summary['gpu_emulation']}")

@@ -71,6 +71,10 @@ class _Live:
     batch_size: int | None = None
     #: Share of its GPUs the decision gave the job (below 1: co-located jobs; on GPUs an MPS share).
     gpu_share: float = 1.0
+    #: The decision's per-worker thread limits (percent, placement order; empty: none) and split of the
+    #: global batch among the workers (fractions; empty: equal), as Gimbal's coordinator sets them.
+    mps_pct: tuple[int, ...] = ()
+    batch_split: tuple[float, ...] = ()
     start_s: float | None = None
     finish_s: float | None = None
     attained_gpu_s: float = 0.0
@@ -91,6 +95,9 @@ class _Live:
     failures: int = 0
     #: The latest gradient statistics the job reported (grad_sqr, grad_var at its initial batch).
     last_grad: tuple[float, float] | None = None
+    #: Every observation the job ever reported (the estimators' copies are drained each round).
+    observed_tput: list[ThroughputObservation] = field(default_factory=list)
+    observed_grad: list[GradientObservation] = field(default_factory=list)
 
 
 @dataclass
@@ -104,6 +111,10 @@ class RuntimeResult:
     wall_s: float
     #: Whether the workers trained on real GPUs (else GPU types were emulated).
     real_gpus: bool
+    #: Every step-time and gradient observation each job reported (profiling included): the job's own
+    #: profile, from which a simulator world can be fitted (experiments/runtime_fidelity.py).
+    throughput_obs: dict[str, list[ThroughputObservation]] = field(default_factory=dict)
+    gradient_obs: dict[str, list[GradientObservation]] = field(default_factory=dict)
 
 
 class RuntimeRun:
@@ -204,6 +215,8 @@ class RuntimeRun:
             new = alloc.placement if alloc is not None else Placement.empty()
             batch = alloc.batch_size if alloc is not None else None
             live.gpu_share = alloc.gpu_share if alloc is not None else 1.0
+            live.mps_pct = alloc.mps_pct if alloc is not None else ()
+            live.batch_split = alloc.batch_split if alloc is not None else ()
             if new and (batch is None or live.job.adaptivity is not Adaptivity.ADAPTIVE):
                 batch = self._choose_batch(live, new, view)
             if new == live.placement and live.actors:
@@ -307,15 +320,14 @@ class RuntimeRun:
                 self._lose(live)
                 continue
             spec = _as_dict(live.train)
-            # a packed job gets its share of each GPU through MPS (real GPUs only; emulation cannot split)
-            mps = max(1, round(100 * live.gpu_share)) if self.real_gpus and live.gpu_share < 1.0 else None
+            mps = worker_mps_percent(live.mps_pct, live.gpu_share, n) if self.real_gpus else [None] * n
             calls[job_id] = [
                 actor.train.remote(spec, {"rank": r, "world_size": n, "master": master,
                                           "batch_size": live.batch_size or live.job.init_batch,
-                                          "shares": [1.0 / n] * n, "slowdown": self.slowdown[gtype],
-                                          "budget_s": budget_s,
+                                          "shares": worker_shares(live.batch_split, n),
+                                          "slowdown": self.slowdown[gtype], "budget_s": budget_s,
                                           "checkpoint_every": self.options.checkpoint_every,
-                                          "mps_percent": mps},
+                                          "mps_percent": mps[r]},
                                    str(self.ckpt_dir(job_id)))
                 for r, actor in enumerate(live.actors)]
         return calls
@@ -370,7 +382,9 @@ class RuntimeRun:
                 self._lose(live)
                 continue
             report = results[refs[0]]
-            live.reports.append(report)
+            # with the round's wall-clock length, which per-round overheads (start-up, checkpoints) make
+            # longer than its steps
+            live.reports.append({**report, "round_wall_s": end - t})
             live.progress = report["progress_fraction"]
             # a job that finished held its GPUs from the round's start to its last step
             held = min(end - t, launched - t + max(0.0, report["wall_s"])) if report["done"] else end - t
@@ -393,9 +407,10 @@ class RuntimeRun:
                 live.attained_gpu_s += spent
                 live.restart_gpu_s += spent
                 live.gpu_s_by_type[gtype] = live.gpu_s_by_type.get(gtype, 0.0) + spent
-                live.new_tput.extend(ThroughputObservation(time_s=end, gpu_type=gtype, num_nodes=1, num_gpus=1,
-                                                           local_bsz=b, accum_steps=1, step_time_s=s,
-                                                           sync_time_s=0.0) for b, s in timings)
+                seen = [ThroughputObservation(time_s=end, gpu_type=gtype, num_nodes=1, num_gpus=1, local_bsz=b,
+                                              accum_steps=1, step_time_s=s, sync_time_s=0.0) for b, s in timings]
+                live.new_tput.extend(seen)
+                live.observed_tput.extend(seen)
                 live.profiled_types = tuple(sorted({*live.profiled_types, gtype}))
             live.profiling = False
         for job_id in [k for k, s in self.active.items() if s.status is JobStatus.COMPLETED]:
@@ -411,15 +426,18 @@ class RuntimeRun:
         if report["steps"] <= 0:
             return
         conf = live.placement.configuration(self.cluster)
-        live.new_tput.append(ThroughputObservation(
+        tput = ThroughputObservation(
             time_s=t, gpu_type=conf.gpu_type, num_nodes=conf.num_nodes, num_gpus=conf.num_gpus,
             local_bsz=int(report["local_bsz"]), accum_steps=1, step_time_s=float(report["step_time_s"]),
-            sync_time_s=float(report["sync_time_s"])))
+            sync_time_s=float(report["sync_time_s"]))
+        live.new_tput.append(tput)
+        live.observed_tput.append(tput)
         if report["grad_sqr"] is not None and report["grad_var"] is not None:
             live.last_grad = (float(report["grad_sqr"]), float(report["grad_var"]))
-            live.new_grad.append(GradientObservation(time_s=t, batch_size=int(report["batch_size"]),
-                                                     grad_sqr=float(report["grad_sqr"]),
-                                                     grad_var=float(report["grad_var"])))
+            grad = GradientObservation(time_s=t, batch_size=int(report["batch_size"]),
+                                       grad_sqr=float(report["grad_sqr"]), grad_var=float(report["grad_var"]))
+            live.new_grad.append(grad)
+            live.observed_grad.append(grad)
 
     # -- what the scheduler sees ------------------------------------------------------------------------
     def _view(self, t: float) -> ClusterView:
@@ -477,7 +495,29 @@ class RuntimeRun:
         return RuntimeResult(jobs=records, rounds=self.rounds, summary=summary,
                              reports={lv.job.job_id: lv.reports for lv in everyone},
                              failures={lv.job.job_id: lv.failures for lv in everyone}, wall_s=wall,
-                             real_gpus=self.real_gpus)
+                             real_gpus=self.real_gpus,
+                             throughput_obs={lv.job.job_id: lv.observed_tput for lv in everyone},
+                             gradient_obs={lv.job.job_id: lv.observed_grad for lv in everyone})
+
+
+def worker_shares(batch_split: tuple[float, ...], n: int) -> list[float]:
+    """Each worker's share of the global batch: the decision's split (Gimbal's stealing moves samples from
+    slow workers to fast ones), else equal shares."""
+    if len(batch_split) == n and all(s >= 0 for s in batch_split) and sum(batch_split) > 0:
+        total = sum(batch_split)
+        return [s / total for s in batch_split]
+    return [1.0 / n] * n
+
+
+def worker_mps_percent(mps_pct: tuple[int, ...], gpu_share: float, n: int) -> list[int | None]:
+    """Each worker's CUDA MPS thread limit on a real GPU: the decision's per-worker limits when it gives
+    them; otherwise a job sharing its GPUs (``gpu_share`` below 1) gets that share of each; else none. An
+    emulated GPU type cannot be split, so on CPUs no limit applies (the run is labelled emulated)."""
+    if len(mps_pct) == n:
+        return [None if p >= 100 else max(1, int(p)) for p in mps_pct]
+    if gpu_share < 1.0:
+        return [max(1, round(100 * gpu_share))] * n
+    return [None] * n
 
 
 def _train_spec(job: RuntimeJob) -> TrainSpec:

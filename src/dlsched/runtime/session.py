@@ -74,3 +74,48 @@ def run(cluster_name: str, trace_name: str, policy: str, *, settings: dict[str, 
                "gpu_emulation": "none: real GPUs" if result.real_gpus else "emulated: steps stretched by "
                "the measured relative speed of each GPU type", "checkpoint_dir": str(Path(opts.checkpoint_dir))}
     return summary, result
+
+
+#: What ``dlsched run --out`` writes: ``simulate --out``'s tables and JSON files (a runtime run has no
+#: simulated segments for ``report.html``), and every report and observation the jobs made.
+RUN_FILES: tuple[str, ...] = ("jobs.csv", "rounds.csv", "summary.json", "config.json", "reports.json")
+
+
+def write_run_outputs(out_dir: str | Path, summary: dict[str, Any], result: RuntimeResult,
+                      config: dict[str, Any], *, force: bool = False) -> Path:
+    """Write a runtime run's result files into ``out_dir``, all or none (as ``simulate --out`` does).
+
+    ``reports.json`` holds, per job, every round report its workers returned and every step-time and
+    gradient observation it made: a run's own profile, from which :mod:`dlsched.runtime.fit` fits a world.
+    """
+    import dataclasses
+    import json
+
+    from dlsched.outputs import staged_dir
+    from dlsched.sim.metrics import jobs_frame, rounds_frame
+
+    def dump(path: Path, payload: Any) -> None:
+        path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+
+    with staged_dir(out_dir, force=force) as stage:
+        jobs_frame(result.jobs).to_csv(stage.path("jobs.csv"), index=False)
+        rounds_frame(result.rounds).to_csv(stage.path("rounds.csv"), index=False)
+        dump(stage.path("summary.json"), summary)
+        dump(stage.path("config.json"), config)
+        dump(stage.path("reports.json"), {
+            "reports": result.reports, "failures": result.failures,
+            "throughput_obs": {k: [dataclasses.asdict(o) for o in v] for k, v in result.throughput_obs.items()},
+            "gradient_obs": {k: [dataclasses.asdict(o) for o in v] for k, v in result.gradient_obs.items()}})
+        return stage.folder
+
+
+def config_record(cluster_name: str, trace_name: str, policy: str, *, settings: dict[str, str], seed: int,
+                  address: str | None, options: RuntimeOptions, summary: dict[str, Any]) -> dict[str, Any]:
+    """``config.json`` of a runtime run: everything the command was given, with the trace's jobs written
+    out (a trace file may change after the run) and, for people, the version and the scheduler as built."""
+    return {"dlsched_version": summary["dlsched_version"], "scheduler": summary["scheduler"],
+            "cluster": cluster_name, "trace": trace_name,
+            "trace_jobs": load_trace(trace_name).model_dump(mode="json")["jobs"], "policy": policy,
+            "settings": dict(settings), "seed": seed, "address": address, "round_s": options.round_s,
+            "max_time_s": options.max_time_s, "checkpoint_dir": str(options.checkpoint_dir),
+            "checkpoint_every": options.checkpoint_every, "gpu_emulation": summary["gpu_emulation"]}

@@ -25,6 +25,7 @@ within a round, and a job in an episode runs slower from the episode's start and
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from dlsched.catalog import DEFAULT_CLASS, PalConstants
 from dlsched.core import Adaptivity, Cluster, InputError, JobSpec, Placement, ThroughputObservation
 from dlsched.world.calibration import DEFAULT_CALIBRATION, calibration
 from dlsched.world.efficiency import EfficiencyModel
+from dlsched.world.fitted import load_profiles
 from dlsched.world.hops import GPUS as HOPS_GPUS
 from dlsched.world.hops import HopsPhysics, hops_rate, is_hops_job
 from dlsched.world.hops import observation_details as hops_observation_details
@@ -99,6 +101,9 @@ class WorldConfig:
     #: delays. ``none`` plays the profiles as measured; ``sia-artifact`` plays them as Sia's simulator did.
     #: A cluster preset may name its own default (the ``sia-*`` presets: ``sia-artifact``).
     calibration: str = DEFAULT_CALIBRATION
+    #: A profiles file (:mod:`dlsched.world.fitted`) adding fitted models to the throughput and efficiency
+    #: tables, e.g. the runtime's jobs fitted to their own reports (experiments/runtime_fidelity.py).
+    profiles: str | None = None
 
     def __post_init__(self) -> None:
         if self.gpu_speeds not in GPU_SPEED_SOURCES:
@@ -196,6 +201,15 @@ class AdaptiveJobPhysics(JobPhysics):
 
     def isolated_runtime_s(self, gpu_type, num_gpus):
         return self.world.isolated_runtime(self, gpu_type, num_gpus)
+
+
+class SampleJobPhysics(AdaptiveJobPhysics):
+    """An adaptive job whose work is a number of samples, whatever its batch (the runtime's jobs that stop
+    after a number of epochs): it still picks its batch by goodput, as it would, but progresses by samples."""
+
+    def base_rate(self, progress, gpu_type, node_counts, batch_size):
+        rate = super().base_rate(progress, gpu_type, node_counts, batch_size)
+        return dataclasses.replace(rate, work_per_s=rate.throughput_sps)
 
 
 class IterationJobPhysics(JobPhysics):
@@ -296,6 +310,12 @@ class World:
         self.calibration = calibration(self.config.calibration)
         self.throughput = ThroughputModel.load()
         self.efficiency = EfficiencyModel.load()
+        #: Models of a profiles file whose work is counted in samples.
+        self.sample_models: frozenset[str] = frozenset()
+        if self.config.profiles:
+            fitted = load_profiles(self.config.profiles)
+            self.throughput, self.efficiency = fitted.throughput, fitted.efficiency
+            self.sample_models = fitted.sample_models
         self.pal = PalConstants.load()
         self.speeds = GpuSpeeds.for_cluster(cluster, seed=seed, data_dir=data_dir,
                                             enabled=self.config.variability, source=self.config.gpu_speeds)
@@ -326,6 +346,8 @@ class World:
                 raise InputError(f"unknown reference GPU type '{spec.reference_gpu}'", source=where,
                                  field="reference_gpu")
             return DurationJobPhysics(spec, self)
+        if spec.model in self.sample_models:
+            return SampleJobPhysics(spec, self)
         if spec.model in self.throughput.models():
             return AdaptiveJobPhysics(spec, self)
         known = ", ".join(sorted(self.throughput.models()))
