@@ -17,7 +17,6 @@ Output: a table on stderr, then one JSON object per line and measurement on stdo
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -120,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="also write the measurements, with provenance, to this JSON file")
     args = ap.parse_args(argv)
     from dlsched.outputs import check_output_file
-    from dlsched.sim.about import provenance
+    from dlsched.sim.about import finish_measurements, provenance
 
     if args.out:
         check_output_file(args.out, "--out")
@@ -135,14 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['gpus']:6d} GPUs  median {_ms(r['median_s']):>10s}  max {_ms(r['max_s']):>10s}  "
               f"({r['sets_per_round']:g} packing sets, {r['searches_per_round']:g} searches per round)",
               file=sys.stderr, flush=True)
-    for r in rows:
-        print(json.dumps(r))
-    if args.out:
-        from dlsched.outputs import atomic_file
-
-        payload = {**provenance(), "experiment": "coordination_time", "args": vars(args), "runs": rows}
-        with atomic_file(args.out) as tmp:
-            tmp.write_text(json.dumps(payload, indent=1) + "\n")
+    finish_measurements(rows, args.out, "coordination_time", args)
     return 0
 
 

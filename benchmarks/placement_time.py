@@ -19,7 +19,6 @@ Output: a table on stderr, then one JSON object per line and measurement on stdo
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -146,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="also write the measurements, with provenance, to this JSON file")
     args = ap.parse_args(argv)
     from dlsched.outputs import check_output_file
-    from dlsched.sim.about import provenance
+    from dlsched.sim.about import finish_measurements, provenance
 
     if args.out:
         check_output_file(args.out, "--out")
@@ -159,14 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:9s} {r['gpus']:6d} GPUs  median {r['median_s'] * 1e3:9.2f} ms  max {r['max_s'] * 1e3:9.2f} ms"
                   f"  first {r['first_s'] * 1e3:9.2f} ms  ({r['jobs_per_round']:.0f} jobs placed per round)",
                   file=sys.stderr, flush=True)
-    for r in rows:
-        print(json.dumps(r))
-    if args.out:
-        from dlsched.outputs import atomic_file
-
-        payload = {**provenance(), "experiment": "placement_time", "args": vars(args), "runs": rows}
-        with atomic_file(args.out) as tmp:
-            tmp.write_text(json.dumps(payload, indent=1) + "\n")
+    finish_measurements(rows, args.out, "placement_time", args)
     return 0
 
 

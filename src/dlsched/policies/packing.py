@@ -31,7 +31,11 @@ from dlsched.catalog.colocation import ColocationTable
 from dlsched.core import Cluster, ClusterView, Decision, JobStatus, JobView, Placement
 from dlsched.core.packing import MAX_WORKERS_PER_GPU, PackingState, holders, min_nodes
 from dlsched.core.ranges import ranged
-from dlsched.policies.placement import FreePool, keeps_current, packed_gpus, start_placement
+from dlsched.policies.placement import (
+    keeps_current,
+    packed_on_fewest_nodes,
+    start_placement,
+)
 from dlsched.policies.stages import AllocationStage, AllocationTraits, Demand, PlacementStage, Plan
 
 #: The sharing tests :class:`PackingPlacement` offers (``sharing_test``).
@@ -140,7 +144,7 @@ class PackingPlacement(PlacementStage):
             else:
                 pending.append(d)
         for d in pending:
-            got = self._exclusive(pool, d)
+            got = packed_on_fewest_nodes(pool, d)
             if got is not None:
                 pool.take(got)
                 state.add(d.job.job_id, Placement.of(got))
@@ -153,14 +157,6 @@ class PackingPlacement(PlacementStage):
             if p is not None and d.job.job_id not in decision.allocations:
                 decision.place(d.job.job_id, p, d.batch_size)
         return decision
-
-    def _exclusive(self, pool: FreePool, d: Demand) -> list[int] | None:
-        best: tuple[int, list[int]] | None = None
-        for t in pool.allowed_types(d):
-            got = packed_gpus(pool, t, d.num_gpus)
-            if got is not None and (best is None or got[1] < best[0]):
-                best = (got[1], got[0])
-        return None if best is None else best[1]
 
     def _may_share(self, cluster: Cluster, state: PackingState, models: dict[str, str], d: Demand,
                    gpus: Placement) -> bool:

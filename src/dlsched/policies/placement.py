@@ -53,6 +53,17 @@ class FreePool:
                 and self.free_of_type(t) >= shape.num_gpus]
 
 
+def packed_on_fewest_nodes(pool: FreePool, demand: Demand) -> list[int] | None:
+    """``demand``'s GPUs, free and to itself, on the type that packs them onto the fewest nodes (types tried
+    in :meth:`FreePool.allowed_types` order, so ties go to the first); None if no type has room."""
+    best: tuple[int, list[int]] | None = None
+    for t in pool.allowed_types(demand):
+        got = packed_gpus(pool, t, demand.num_gpus)
+        if got is not None and (best is None or got[1] < best[0]):
+            best = (got[1], got[0])
+    return None if best is None else best[1]
+
+
 def packed_gpus(pool: FreePool, gtype: str, k: int) -> tuple[list[int], int] | None:
     """Pick ``k`` free GPUs of a type on as few nodes as possible; returns (GPUs, nodes used).
 

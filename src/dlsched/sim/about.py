@@ -185,6 +185,22 @@ def provenance(configs: Sequence[dict[str, Any]] | None = None) -> dict[str, Any
     return out
 
 
+def finish_measurements(rows: Sequence[dict[str, Any]], out: Any, experiment: str, args: Any) -> None:
+    """How a benchmark ends: one JSON object per line per measurement on stdout (for programs to read) and,
+    when ``out`` is a path, a result file with the provenance, the arguments and the measurements (``runs``),
+    which ``make results`` renders."""
+    import json
+
+    from dlsched.outputs import atomic_file
+
+    for r in rows:
+        print(json.dumps(r))
+    if out:
+        payload = {**provenance(), "experiment": experiment, "args": vars(args), "runs": list(rows)}
+        with atomic_file(out) as tmp:
+            tmp.write_text(json.dumps(payload, indent=1) + "\n")
+
+
 def same_code(recorded: dict[str, Any]) -> bool:
     """Whether a result recorded ``recorded`` (its provenance fields) under the code running now.
 

@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from dlsched.catalog.colocation import ColocationTable
 from dlsched.core import ClusterView, Decision, JobView, Placement
 from dlsched.core.packing import PackingState, min_nodes
-from dlsched.policies.placement import FreePool, packed_gpus, start_placement
+from dlsched.policies.placement import packed_on_fewest_nodes, start_placement
 from dlsched.policies.stages import AllocationStage, AllocationTraits, Demand, PlacementStage, Plan
 from dlsched.solvers.highs import INF, SparseProblem, solve_sparse
 
@@ -169,7 +169,7 @@ class GavelPackingPlacement(PlacementStage):
             if cur and len(cur) == d.num_gpus and pool.is_free(cur.gpus):
                 gpus_list: list[int] | None = list(cur.gpus)
             else:
-                gpus_list = _exclusive(pool, d)
+                gpus_list = packed_on_fewest_nodes(pool, d)
             if gpus_list is None:
                 continue
             pool.take(gpus_list)
@@ -179,15 +179,6 @@ class GavelPackingPlacement(PlacementStage):
             if d.job.job_id in placed and d.job.job_id not in decision.allocations:
                 decision.place(d.job.job_id, placed[d.job.job_id], d.batch_size)
         return decision
-
-
-def _exclusive(pool: FreePool, d: Demand) -> list[int] | None:
-    best: tuple[int, list[int]] | None = None
-    for t in pool.allowed_types(d):
-        got = packed_gpus(pool, t, d.num_gpus)
-        if got is not None and (best is None or got[1] < best[0]):
-            best = (got[1], got[0])
-    return None if best is None else best[1]
 
 
 def _part_of(cluster, host: Placement, k: int) -> Placement | None:
