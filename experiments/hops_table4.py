@@ -75,8 +75,10 @@ def main() -> None:
     p.add_argument("--rows", default="", help="only these rows (comma-separated tags), e.g. 'Hops,Sia'")
     args = p.parse_args()
     wanted = {t.strip() for t in args.rows.split(",") if t.strip()}
-    specs = [sc.spec(policy, CLUSTER, f"hops:jobs=500,rate=100,seed={w}", settings=settings, seed=w, tuned=False,
-                     tag=tag, ordering=None if policy == "hops" else "latency-ratio")
+    specs = [sc.spec(policy, CLUSTER, f"hops:jobs=500,rate=100,seed={w}", seed=w, tuned=False, tag=tag,
+                     ordering=None if policy == "hops" else "latency-ratio",
+                     settings={k: v for k, v in settings.items() if not k.startswith("world.")},
+                     world={k.removeprefix("world."): v for k, v in settings.items() if k.startswith("world.")})
              for w in range(1, args.workloads + 1) for tag, policy, settings in ROWS
              if not wanted or tag in wanted]
     records = sc.run_all(specs, workers=args.workers, force=args.force)

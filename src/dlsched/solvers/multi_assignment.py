@@ -131,8 +131,10 @@ def greedy_choice(problem: MultiResourceProblem, fixed: np.ndarray | None = None
         picked = choice[choice >= 0]
         if len(picked):
             left -= np.asarray(usage[:, picked].sum(axis=1)).ravel()
-    for o in np.argsort(-problem.value, kind="stable"):
-        if problem.value[o] <= 0 or choice[problem.group[o]] >= 0:
+    order = np.argsort(-problem.value, kind="stable")
+    order = order[(problem.value[order] > 0) & (choice[problem.group[order]] < 0)]  # groups still open
+    for o in order.tolist():
+        if choice[problem.group[o]] >= 0:
             continue
         rows = usage.indices[usage.indptr[o]:usage.indptr[o + 1]]
         amounts = usage.data[usage.indptr[o]:usage.indptr[o + 1]]

@@ -294,15 +294,16 @@ class HopsAllocation(EstimatingAllocation):
         sigs: list[Signature] = []
         types: list[str] = []
         currents = [_current_servers(view, j) for j in window]
+        type_size = {t: (len(nodes), max(cluster.nodes[n].num_gpus for n in nodes))
+                     for t, nodes in cluster.nodes_of_type.items() if nodes}
         for i, job in enumerate(window):
             current = classes.signature(currents[i]) if currents[i] else None
             opts: list[tuple[str, Signature]] = []
             for t in cluster.type_names:
-                if not job.spec.allows_gpu_type(t):
+                if t not in type_size or not job.spec.allows_gpu_type(t):
                     continue
-                nodes = cluster.nodes_of_type[t]
-                size = max(cluster.nodes[n].num_gpus for n in nodes)
-                low = len(nodes) >= 2 and self.sensitivity(job, t) <= self.sensitivity_threshold
+                count, size = type_size[t]
+                low = count >= 2 and self.sensitivity(job, t) <= self.sensitivity_threshold
                 for r in job.spec.requirement_set():
                     agg, dist = catalog.of(t, r)
                     opts += [(t, g) for g in agg]
@@ -356,9 +357,10 @@ class HopsAllocation(EstimatingAllocation):
             by_type.setdefault(t, []).append(i)
         est = self.require_estimator()
         for gtype, idx in by_type.items():
-            arr = np.array([[shapes[i][1], shapes[i][2]] for i in idx])
-            uniq, inverse = np.unique(arr, axis=0, return_inverse=True)
-            out[idx] = np.asarray(est.goodput_many(job, gtype, uniq))[inverse.ravel()]
+            slot: dict[tuple[int, int], int] = {}
+            where = [slot.setdefault((shapes[i][1], shapes[i][2]), len(slot)) for i in idx]
+            rates = np.asarray(est.goodput_many(job, gtype, np.array(list(slot), dtype=np.int64)))
+            out[idx] = rates[where]
         return out
 
     def _throughputs(self, job: JobView, configs: list[Config]) -> np.ndarray:
