@@ -52,22 +52,27 @@ def tables(data: dict) -> dict[str, str]:
 
 
 def must_show(records: list[dict | None]) -> str:
-    """Hops against Sia and Gavel: how many times lower its largest latency ratio and its fragments per
-    round are, and how much lower its average JCT is (means over the seeds each row ran)."""
+    """Hops against Sia and Gavel, the issue's must-show: each baseline's largest latency ratio and fragments
+    per round over Hops's (the issue asks for 10x or more) and how much lower Hops's average JCT is (20% or
+    more), from the means over the seeds each row ran."""
     def mean_of(tag: str, key: str) -> float | None:
         return sc.mean(r["summary"].get(key) for r in records if r is not None and r["spec"]["tag"] == tag)
 
-    hops = {k: mean_of("Hops", k) for k in ("latency_ratio_max", "fragments_per_round", "avg_jct_s")}
+    keys = ("latency_ratio_max", "fragments_per_round", "avg_jct_s")
+    hops = {k: mean_of("Hops", k) for k in keys}
     rows = []
     for base in ("Sia", "Gavel"):
-        other = {k: mean_of(base, k) for k in hops}
+        other = {k: mean_of(base, k) for k in keys}
         if any(v is None for v in (*hops.values(), *other.values())):
             continue
-        lr = other["latency_ratio_max"] / max(hops["latency_ratio_max"], 1e-9)
-        fr = other["fragments_per_round"] / max(hops["fragments_per_round"], 1e-9)
-        jct = 1.0 - hops["avg_jct_s"] / other["avg_jct_s"]
-        rows.append([base, f"{lr:.1f}x", f"{fr:.1f}x", f"{jct:.0%}"])
-    return sc.table(["Hops against", "max LR lower by", "fragments/round lower by", "avg JCT lower by"], rows)
+        cells = []
+        for k in keys[:2]:
+            h, o = float(hops[k]), float(other[k])  # type: ignore[arg-type]
+            cells.append(f"{o:.2f} / {h:.2f} = {o / h:.1f}x" if h > 0 else f"{o:.2f} / 0")
+        jct = 1.0 - float(hops["avg_jct_s"]) / float(other["avg_jct_s"])  # type: ignore[arg-type]
+        rows.append([base, *cells, f"{jct:.0%}"])
+    return sc.table(["baseline", "max LR, baseline / Hops", "fragments/round, baseline / Hops",
+                     "Hops's avg JCT lower by"], rows)
 
 
 def main() -> None:
