@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dlsched.core import ClusterView, Placement
+from dlsched.core import ClusterView, InputError, Placement
+from dlsched.policies import build_scheduler
 from dlsched.policies.hops.classes import ServerClasses, place_signature
 from dlsched.policies.hops.ordering import LatencyRatio
 from policies.test_hops import TableEstimator, job, planner
@@ -106,3 +107,13 @@ def test_on_identical_idle_servers_the_class_plan_is_as_good_as_the_exact_one():
     exact = planner(est, server_classes=False, mip_rel_gap=0.0).allocate(view, ordered)
     assert fast.info["hops.classes"] == 2 and fast.info["hops.options"] < exact.info["hops.options"]
     assert fast.info["hops.objective"] == pytest.approx(exact.info["hops.objective"], rel=1e-6)
+
+
+def test_solver_and_server_classes_are_tunables_and_a_bad_solver_is_refused():
+    sched = build_scheduler("hops", settings={"solver": "milp", "server_classes": "off", "round_gap": "0.05"})
+    assert sched.allocation.solver == "milp" and not sched.allocation.server_classes
+    assert sched.allocation.round_gap == 0.05
+    with pytest.raises(InputError, match="solver"):
+        build_scheduler("hops", settings={"solver": "simplex"})
+    with pytest.raises(InputError, match="round_gap"):
+        build_scheduler("hops", settings={"round_gap": "2"})
