@@ -77,9 +77,13 @@ def must_show(records: list[dict | None]) -> str:
 
 def main() -> None:
     p = sc.parser(__doc__.splitlines()[0], default_workloads=1, name="hops_table4")
-    p.add_argument("--rows", default="", help="only these rows (comma-separated tags), e.g. 'Hops,Sia'")
+    p.add_argument("--rows", default="", help="only these rows (tags separated by ';', as tags hold commas), "
+                                                 "e.g. 'Hops;Sia'")
     args = p.parse_args()
-    wanted = {t.strip() for t in args.rows.split(",") if t.strip()}
+    wanted = {t.strip() for t in args.rows.split(";") if t.strip()}
+    unknown = wanted - {tag for tag, _, _ in ROWS}
+    if unknown:
+        p.error(f"--rows: no row {', '.join(sorted(unknown))} (rows: {'; '.join(tag for tag, _, _ in ROWS)})")
     specs = [sc.spec(policy, CLUSTER, f"hops:jobs=500,rate=100,seed={w}", seed=w, tuned=False, tag=tag,
                      ordering=None if policy == "hops" else "latency-ratio",
                      settings={k: v for k, v in settings.items() if not k.startswith("world.")},
