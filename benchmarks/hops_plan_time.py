@@ -8,9 +8,13 @@ from the simulator's oracle, as in a simulated run. Between rounds every job wai
 latency ratios (and the plan) change.
 
 Output: a table on stderr, then one JSON object per line and measurement on stdout with keys ``policy``,
-``gpus``, ``queued``, ``median_s``, ``p99_s`` (plus ``rounds``, ``window``, ``options``).
+``gpus``, ``queued``, ``median_s``, ``p99_s`` (wall time; plus ``cpu_median_s``, the process's CPU time,
+which a machine shared with other work inflates less, ``rounds``, ``window``, ``options``, and the plan's
+``objective`` against the solver's upper ``bound`` on the optimum, ``gap_max`` the worst relative gap over
+the rounds; over server classes the bound is the class relaxation's, which bounds the exact ILP as well).
 
     python benchmarks/hops_plan_time.py [--sizes 64,512,1536] [--queued 100,500,2000] [--rounds 3]
+                                        [--set server_classes=off] [--set solver=milp]
 """
 
 from __future__ import annotations
@@ -39,15 +43,15 @@ def cluster_of(gpus: int):
     return scale_cluster(base, max(1, -(-gpus // base.num_gpus)))
 
 
-def measure(gpus: int, queued: int, rounds: int, seed: int = 1) -> dict:
+def measure(gpus: int, queued: int, rounds: int, seed: int = 1, settings: dict[str, str] | None = None) -> dict:
     cluster = cluster_of(gpus)
     world = World(cluster)
     specs = hops_trace(num_jobs=queued, rate_per_h=100.0, seed=seed)
     phys = {s.job_id: world.physics(s) for s in specs}
-    sched = build_scheduler("hops")
+    sched = build_scheduler("hops", settings=settings or {})
     sched.attach_oracle(OracleGoodput(world, lambda k: phys[k]))
     now = max(s.submit_time_s for s in specs)
-    times, info = [], {}
+    times, cpu, info, gaps = [], [], {}, []
     for r in range(rounds):
         t = now + 60.0 * r
         jobs = [JobView(spec=s, status=JobStatus.QUEUED, placement=Placement.empty(), batch_size=None,
@@ -55,13 +59,17 @@ def measure(gpus: int, queued: int, rounds: int, seed: int = 1) -> dict:
                         attained_service_s=0.0, restarts=0, progress_fraction=0.0, start_time_s=None,
                         estimated_duration_s=s.duration_s) for s in specs]
         view = ClusterView(time_s=t, round_s=60.0, cluster=cluster, jobs=jobs)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         decision = sched.schedule(view)
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         info = decision.info
+        gaps.append(1.0 - info["hops.objective"] / info["hops.bound"])
     return {"policy": "hops", "gpus": cluster.num_gpus, "queued": queued, "median_s": float(np.median(times)),
-            "p99_s": float(np.percentile(times, 99)), "rounds": rounds,
-            "window": info.get("hops.window"), "options": info.get("hops.options")}
+            "p99_s": float(np.percentile(times, 99)), "cpu_median_s": float(np.median(cpu)), "rounds": rounds,
+            "window": info.get("hops.window"), "options": info.get("hops.options"),
+            "objective": info.get("hops.objective"), "bound": info.get("hops.bound"),
+            "gap_max": float(max(gaps)), "settings": settings or {}}
 
 
 def main() -> None:
@@ -69,14 +77,18 @@ def main() -> None:
     p.add_argument("--sizes", default="64,512,1536", help="cluster sizes in GPUs (comma separated)")
     p.add_argument("--queued", default="100,500,2000", help="queued jobs (comma separated)")
     p.add_argument("--rounds", type=int, default=3, help="rounds timed per measurement")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a tunable of the hops allocation, e.g. server_classes=off (the exact ILP) or solver=milp")
     args = p.parse_args()
+    settings = dict(kv.split("=", 1) for kv in args.set)
     rows = []
     for gpus in (int(x) for x in args.sizes.split(",")):
         for queued in (int(x) for x in args.queued.split(",")):
-            row = measure(gpus, queued, args.rounds)
+            row = measure(gpus, queued, args.rounds, settings=settings)
             rows.append(row)
             print(f"{row['gpus']:>6} GPUs {queued:>5} queued: median {row['median_s']:.3f} s, p99 "
-                  f"{row['p99_s']:.3f} s (window {row['window']}, options {row['options']})", file=sys.stderr)
+                  f"{row['p99_s']:.3f} s, CPU {row['cpu_median_s']:.3f} s (window {row['window']}, options {row['options']}, objective "
+                  f"{row['objective']:.2f} of bound {row['bound']:.2f}, worst gap {row['gap_max']:.2%})", file=sys.stderr)
     for row in rows:
         print(json.dumps(row))
 

@@ -67,3 +67,24 @@ def test_interchangeable_servers_keep_the_optimum():
     broken = solve_multi_assignment(problem_of(opts, [4, 4], 2, ordered=((0, 1),)), mip_rel_gap=0.0)
     assert plain.objective == broken.objective == 3.0
     assert broken.choice.tolist() == [0, 3]  # the bigger job on server 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_lp_rounding_is_feasible_bounded_and_auto_with_no_slack_is_optimal(data):
+    n_res = data.draw(st.integers(1, 3))
+    n_groups = data.draw(st.integers(1, 5))
+    options = []
+    for g in range(n_groups):
+        for _ in range(data.draw(st.integers(0, 3))):
+            use = data.draw(st.dictionaries(st.integers(0, n_res - 1), st.integers(1, 4), min_size=1, max_size=n_res))
+            options.append((g, use, data.draw(st.floats(0.1, 10.0))))
+    if not options:
+        return
+    p = problem_of(options, [data.draw(st.integers(0, 6)) for _ in range(n_res)], n_groups)
+    best = brute_force(p)
+    rounded = solve_multi_assignment(p, method="lp-round")
+    assert p.is_feasible(rounded.choice)
+    assert rounded.objective <= best + 1e-9 <= rounded.bound * (1 + 1e-7) + 1e-6  # the LP bounds the optimum
+    auto = solve_multi_assignment(p, method="auto", round_gap=0.0, mip_rel_gap=0.0)
+    assert auto.objective == pytest.approx(best, rel=1e-6)

@@ -85,33 +85,56 @@ class MultiResourceResult:
     objective: float
     status: str
     solve_s: float
+    #: The solver's upper bound on the optimum (nan when not solved).
+    bound: float = float("nan")
 
 
 def solve_multi_assignment(problem: MultiResourceProblem, *, mip_rel_gap: float = 5e-4,
-                           time_limit_s: float | None = 10.0) -> MultiResourceResult:
-    """The MILP's answer; when the solver returns no feasible point in time, a greedy one (options by
-    value, largest first, while they fit)."""
+                           time_limit_s: float | None = 10.0, method: str = "milp",
+                           round_gap: float = 0.01) -> MultiResourceResult:
+    """The MILP's answer (``method="milp"``). Branch and bound starts from the better of the greedy plan
+    (options by value, largest first, while they fit) and the rounded LP relaxation
+    (:func:`lp_rounded_choice`), so a solve stopped by the time limit is never worse than either.
+    ``method="lp-round"`` returns the rounded plan itself with the LP's optimum as the bound; ``"auto"`` does
+    so when the rounded plan is within ``round_gap`` (relative) of that bound, else solves the MILP."""
     t0 = time.perf_counter()
     if problem.num_options == 0:
-        return MultiResourceResult(np.full(problem.num_groups, -1, dtype=np.int64), 0.0, "empty", 0.0)
-    sol = solve_sparse(problem.to_sparse(), integer=True, mip_rel_gap=mip_rel_gap, time_limit_s=time_limit_s)
+        return MultiResourceResult(np.full(problem.num_groups, -1, dtype=np.int64), 0.0, "empty", 0.0, 0.0)
+    if method not in ("milp", "lp-round", "auto"):
+        raise ValueError(f"unknown method '{method}'")
+    rounded, bound = lp_rounded_choice(problem)
+    value = problem.objective(rounded)
+    if method == "lp-round" or (method == "auto" and value >= (1.0 - round_gap) * bound):
+        return MultiResourceResult(rounded, value, "lp-round", time.perf_counter() - t0, bound)
+    greedy = greedy_choice(problem)
+    if problem.objective(rounded) > problem.objective(greedy):
+        greedy = rounded
+    start = np.zeros(problem.num_options)
+    start[greedy[greedy >= 0]] = 1.0
+    sol = solve_sparse(problem.to_sparse(), integer=True, mip_rel_gap=mip_rel_gap, time_limit_s=time_limit_s,
+                       start=start)
     choice = problem.choice_of(sol.x)
     status = sol.status
-    if not sol.optimal or not problem.is_feasible(choice):
-        # stopped early (time limit): keep the incumbent unless the greedy plan is better or it has none
-        greedy = greedy_choice(problem)
-        if not problem.is_feasible(choice) or problem.objective(greedy) > problem.objective(choice):
-            choice, status = greedy, f"{sol.status}; greedy"
-    return MultiResourceResult(choice, problem.objective(choice), status, time.perf_counter() - t0)
+    if not problem.is_feasible(choice) or problem.objective(greedy) > problem.objective(choice):
+        choice, status = greedy, f"{sol.status}; greedy"
+    return MultiResourceResult(choice, problem.objective(choice), status, time.perf_counter() - t0, sol.bound)
 
 
-def greedy_choice(problem: MultiResourceProblem) -> np.ndarray:
-    """Options by value, largest first, each taken when its group has none yet and it fits."""
+def greedy_choice(problem: MultiResourceProblem, fixed: np.ndarray | None = None) -> np.ndarray:
+    """Options by value, largest first, each taken when its group has none yet and it fits (after the
+    options ``fixed`` already picks, per group, -1 for none)."""
     left = problem.capacity.astype(float).copy()
     choice = np.full(problem.num_groups, -1, dtype=np.int64)
     usage = problem.usage
-    for o in np.argsort(-problem.value, kind="stable"):
-        if problem.value[o] <= 0 or choice[problem.group[o]] >= 0:
+    if fixed is not None:
+        choice = fixed.copy()
+        picked = choice[choice >= 0]
+        if len(picked):
+            left -= np.asarray(usage[:, picked].sum(axis=1)).ravel()
+    order = np.argsort(-problem.value, kind="stable")
+    order = order[(problem.value[order] > 0) & (choice[problem.group[order]] < 0)]  # groups still open
+    for o in order.tolist():
+        if choice[problem.group[o]] >= 0:
             continue
         rows = usage.indices[usage.indptr[o]:usage.indptr[o + 1]]
         amounts = usage.data[usage.indptr[o]:usage.indptr[o + 1]]
@@ -119,3 +142,21 @@ def greedy_choice(problem: MultiResourceProblem) -> np.ndarray:
             left[rows] -= amounts
             choice[problem.group[o]] = o
     return choice
+
+
+def lp_rounded_choice(problem: MultiResourceProblem) -> tuple[np.ndarray, float]:
+    """The LP relaxation rounded down, then completed greedily; with the LP's optimum, a bound on the MILP's.
+
+    A vertex of the relaxation has at most as many fractional groups as the problem has resource rows, so
+    on problems with many groups and few resources (Hops's ILP over server classes) keeping the options at
+    1 and filling what the fractional ones leave with :func:`greedy_choice` loses little.
+    """
+    sol = solve_sparse(problem.to_sparse(), integer=False, lp_method="simplex")
+    if not sol.optimal:
+        return greedy_choice(problem), float("nan")
+    whole = np.nonzero(sol.x > 1.0 - 1e-6)[0]
+    choice = np.full(problem.num_groups, -1, dtype=np.int64)
+    choice[problem.group[whole]] = whole
+    if not problem.is_feasible(choice):
+        return greedy_choice(problem), sol.objective
+    return greedy_choice(problem, choice), sol.objective

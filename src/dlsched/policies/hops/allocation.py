@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -52,6 +52,7 @@ from dlsched.core import ClusterView, JobView
 from dlsched.core.ranges import ranged
 from dlsched.estimators.hops_throughput import HopsThroughput
 from dlsched.estimators.throughput_store import ThroughputStore, check_location
+from dlsched.policies.hops.classes import ServerClasses, Signature, SignatureCatalog, class_rows, map_back
 from dlsched.policies.hops.configs import Config, type_configs
 from dlsched.policies.hops.ordering import latency_ratio
 from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan, ProfileRequest
@@ -62,6 +63,8 @@ THROUGHPUT_SOURCES = ("estimator", "oracle")
 
 #: Relative difference from the type layer above which a server's records tell it apart from its peers.
 _DISTINCT = 0.01
+#: Ways to solve the ILP over server classes (the ``solver`` tunable).
+SOLVERS = ("auto", "lp-round", "milp")
 
 #: Relative bonus of a job's current configuration: breaks ties between equal plans, never more.
 _KEEP_BONUS = 1e-6
@@ -149,9 +152,22 @@ class HopsAllocation(EstimatingAllocation):
     b_net_gbps: float = ranged(2.5, 0.0, 10000.0, lo_open=True)
     #: The estimator reads its server entity layer (off: per-type throughputs only, for ablations).
     server_layer: bool = True
+    #: Solve over server classes (type, size, host, idle GPUs) and map the plan back onto servers
+    #: (:mod:`dlsched.policies.hops.classes`); off: the exact ILP with one option per server.
+    server_classes: bool = True
+    #: How the ILP over server classes is solved: ``lp-round`` (its LP relaxation rounded down and filled
+    #: greedily: a few tens of ms), ``milp`` (branch and bound to ``mip_rel_gap``, starting from the rounded
+    #: plan), or ``auto``: the rounded plan when it is within ``round_gap`` of the LP bound, else the MILP
+    #: (small windows, where rounding loses most and branch and bound is cheap). The exact ILP
+    #: (``server_classes=off``) is always a MILP.
+    solver: str = "auto"
+    #: Under ``solver=auto``: the largest relative gap of the rounded plan to the LP bound that is kept.
+    round_gap: float = ranged(0.01, 0.0, 1.0)
     name: str = "hops"
     #: The scheduler's ordering stage (set by the registry): which priorities weigh the ILP.
     ordering: str = "latency-ratio"
+    #: Placement sensitivity per (job, GPU type), kept for one round (see :meth:`sensitivity`).
+    _rho: dict[tuple[str, str], float] = field(default_factory=dict, init=False, repr=False)
 
     traits: ClassVar[AllocationTraits] = AllocationTraits(plans_spread=True, names_gpu_type=True,
                                                           plans_within_round=True)
@@ -161,6 +177,8 @@ class HopsAllocation(EstimatingAllocation):
             raise ValueError(f"unknown throughputs '{self.throughputs}' (one of: {', '.join(THROUGHPUT_SOURCES)})")
         check_location(self.store)
         self.estimator = None
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {', '.join(SOLVERS)}, got '{self.solver}'")
 
     def needs_oracle(self) -> bool:
         return self.throughputs == "oracle"
@@ -181,12 +199,19 @@ class HopsAllocation(EstimatingAllocation):
         return np.array([(n - i) / n for i in range(n)], dtype=float)
 
     def sensitivity(self, job: JobView, gpu_type: str) -> float:
-        """Equation 10 on one type: one-GPU throughput over per-GPU throughput on two servers (1 if unknown)."""
+        """Equation 10 on one type: one-GPU throughput over per-GPU throughput on two servers (1 if unknown).
+
+        Kept for the rest of the round (the cache is cleared by each round's first plan): the plans inside
+        a round ask it of the whole queue, and the estimates it rests on change between rounds at most."""
+        key = (job.job_id, gpu_type)
+        cached = self._rho.get(key)
+        if cached is not None:
+            return cached
         est = self.require_estimator()
         one = est.goodput_many(job, gpu_type, np.array([[1, 1], [2, 2]]))
-        if one[0] <= 0 or one[1] <= 0:
-            return 1.0
-        return float(one[0] / (one[1] / 2.0))
+        rho = 1.0 if one[0] <= 0 or one[1] <= 0 else float(one[0] / (one[1] / 2.0))
+        self._rho[key] = rho
+        return rho
 
     def configurations(self, view: ClusterView, job: JobView, idle: np.ndarray) -> list[Config]:
         """Every configuration of the job on the idle GPUs (``idle``: per node)."""
@@ -206,6 +231,7 @@ class HopsAllocation(EstimatingAllocation):
     def allocate(self, view: ClusterView, ordered: list[JobView]) -> Plan:
         """The round's first plan: every GPU not held for profiling, the whole queue."""
         t0 = time.perf_counter()
+        self._rho.clear()
         est = self.require_estimator()
         est.update(view)
         idle = _idle(view, held=lambda j: j.profiling)
@@ -282,6 +308,10 @@ class HopsAllocation(EstimatingAllocation):
 
     def _plan(self, view: ClusterView, window: list[JobView], prios: np.ndarray, idle: np.ndarray) -> Plan:
         """The priority-weighted ILP (eqs. 11-13) of ``window`` over the ``idle`` GPUs of each server."""
+        # Server classes merge servers the planner cannot tell apart; once the estimator's server layer tells
+        # some apart (their records differ from their type's), the exact ILP prices them one by one.
+        if self.server_classes and not self._known_servers(window):
+            return self._plan_classes(view, window, prios, idle)
         cluster = view.cluster
         weights = priority_weights(prios, self.lambda_fairness)
         group, values, cols, configs = [], [], [], []
@@ -324,6 +354,75 @@ class HopsAllocation(EstimatingAllocation):
                                        num_nodes=c.num_nodes, spread=spread))
         plan.info["hops.options"] = float(len(configs))
         plan.info["hops.solve_s"] = result.solve_s
+        plan.info["hops.objective"] = result.objective
+        plan.info["hops.bound"] = result.bound
+        return plan
+
+    def _plan_classes(self, view: ClusterView, window: list[JobView], prios: np.ndarray,
+                      idle: np.ndarray) -> Plan:
+        """The same ILP over server classes, mapped back onto servers (:mod:`dlsched.policies.hops.classes`)."""
+        cluster = view.cluster
+        weights = priority_weights(prios, self.lambda_fairness)
+        classes = ServerClasses.of(cluster, idle)
+        catalog = SignatureCatalog(classes, cluster, idle)
+        group: list[int] = []
+        values: list[float] = []
+        sigs: list[Signature] = []
+        types: list[str] = []
+        currents = [_current_servers(view, j) for j in window]
+        type_size = {t: (len(nodes), max(cluster.nodes[n].num_gpus for n in nodes))
+                     for t, nodes in cluster.nodes_of_type.items() if nodes}
+        for i, job in enumerate(window):
+            current = classes.signature(currents[i]) if currents[i] else None
+            opts: list[tuple[str, Signature]] = []
+            for t in cluster.type_names:
+                if t not in type_size or not job.spec.allows_gpu_type(t):
+                    continue
+                count, size = type_size[t]
+                low = count >= 2 and self.sensitivity(job, t) <= self.sensitivity_threshold
+                for r in job.spec.requirement_set():
+                    agg, dist = catalog.of(t, r)
+                    opts += [(t, g) for g in agg]
+                    if low or r > size:
+                        opts += [(t, g) for g in dist]
+            if not opts:
+                continue
+            gains = self._shape_throughputs(job, [(t, len(g), sum(k for _, k in g)) for t, g in opts])
+            keep = gains > 0
+            if not keep.any():
+                continue
+            norm = gains[keep].min()
+            for (t, g), v, k in zip(opts, gains, keep, strict=True):
+                if not k:
+                    continue
+                bonus = 1.0 + (_KEEP_BONUS if g == current else 0.0)
+                group.append(i)
+                values.append(weights[i] * (v / norm) * bonus)
+                sigs.append(g)
+                types.append(t)
+        plan = Plan()
+        plan.info["hops.window"] = float(len(window))
+        if not sigs:
+            return plan
+        usage, cap = class_rows(classes, sigs)
+        problem = MultiResourceProblem(group=np.array(group), usage=usage, value=np.array(values), capacity=cap,
+                                       num_groups=len(window))
+        result = solve_multi_assignment(problem, mip_rel_gap=self.mip_rel_gap, time_limit_s=self.time_limit_s,
+                                        method=self.solver, round_gap=self.round_gap)
+        value = np.array(values)
+        placed = map_back(classes, idle, problem.group, sigs, value, result.choice, lambda g: currents[g])
+        objective = 0.0
+        for i in sorted(placed):
+            o, servers = placed[i]
+            objective += float(value[o])
+            spread = tuple((tuple(cluster.gpus_of_node(n)), k) for n, k in servers)
+            plan.demands.append(Demand(job=window[i], num_gpus=sum(k for _, k in servers), gpu_type=types[o],
+                                       num_nodes=len(servers), spread=spread))
+        plan.info["hops.options"] = float(len(sigs))
+        plan.info["hops.classes"] = float(classes.num_classes)
+        plan.info["hops.solve_s"] = result.solve_s
+        plan.info["hops.objective"] = objective
+        plan.info["hops.bound"] = result.bound
         return plan
 
     def _known_servers(self, window: list[JobView]) -> set[int]:
@@ -333,6 +432,20 @@ class HopsAllocation(EstimatingAllocation):
         if not isinstance(est, HopsThroughput) or not est.server_layer:
             return set()
         return {s for j in window for s in est.store.distinct_servers(j.job_id, _DISTINCT)}
+
+    def _shape_throughputs(self, job: JobView, shapes: list[tuple[str, int, int]]) -> np.ndarray:
+        """The estimator's throughput of (type, servers, GPUs) shapes (one query per type)."""
+        out = np.zeros(len(shapes))
+        by_type: dict[str, list[int]] = {}
+        for i, (t, _, _) in enumerate(shapes):
+            by_type.setdefault(t, []).append(i)
+        est = self.require_estimator()
+        for gtype, idx in by_type.items():
+            slot: dict[tuple[int, int], int] = {}
+            where = [slot.setdefault((shapes[i][1], shapes[i][2]), len(slot)) for i in idx]
+            rates = np.asarray(est.goodput_many(job, gtype, np.array(list(slot), dtype=np.int64)))
+            out[idx] = rates[where]
+        return out
 
     def _throughputs(self, job: JobView, configs: list[Config]) -> np.ndarray:
         """The estimator's throughput of each configuration's shape on its type (one query per type)."""

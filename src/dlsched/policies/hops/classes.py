@@ -1,0 +1,179 @@
+"""Server classes: Hops's ILP over kinds of servers instead of servers (plan time at scale).
+
+Two servers of the same GPU type, size and host with the same number of idle GPUs are interchangeable to
+every job: a configuration on one has the throughput of the same configuration on the other. The exact
+ILP still offers each job one option per server with room, so an idle 512-GPU cluster gives a job hundreds
+of mirror-image options and HiGHS spends its time limit telling them apart. Here servers are grouped into
+*classes* (type, size, host, idle GPUs), and an option is a *signature*: how many GPUs it takes from a
+server of which class, e.g. ``((c, 8), (c, 4))`` for 12 GPUs over one full and one half server of class
+``c``. The ILP picks signatures under one capacity row per class (its idle GPUs) and, per class, one row
+counting pieces of more than half a server (no two fit on one server); it is a relaxation of the exact
+ILP, so its optimum bounds the exact one from above. The chosen signatures are then mapped back onto
+servers: jobs keeping their current signature first, on their current servers; then pieces largest first,
+each on the fullest server of its class that still holds it (best fit); a job whose pieces do not all
+fit (the relaxation allowed a packing that does not exist) is dropped, and the GPUs left over go greedily
+to the dropped and unplanned jobs' options by value. The planner reports the mapped plan's objective
+against the ILP's bound, the price of the mapping.
+
+Distributed signatures come from section 3.6's walk over the real servers in node order (job-independent:
+computed once per plan for each type and requirement), so a job is offered the same shapes as in the exact
+ILP; the mapping may put them on other servers of the same classes, which no job can tell apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from dlsched.core import Cluster
+from dlsched.policies.hops.configs import type_configs
+
+Signature = tuple[tuple[int, int], ...]  # (class id, GPUs on one server of it), class ids ascending
+
+
+@dataclass
+class ServerClasses:
+    """Servers with idle GPUs grouped by (GPU type, size, host, idle GPUs)."""
+
+    class_of: np.ndarray  # per node: class id, -1 for servers without idle GPUs
+    members: list[list[int]]  # per class: node ids ascending
+    free: list[int]  # per class: idle GPUs of each member
+    gpu_type: list[str]
+
+    @classmethod
+    def of(cls, cluster: Cluster, idle: np.ndarray) -> ServerClasses:
+        class_of = np.full(len(cluster.nodes), -1, dtype=np.int64)
+        index: dict[tuple[str, int, str, int], int] = {}
+        members: list[list[int]] = []
+        free: list[int] = []
+        types: list[str] = []
+        for node in cluster.nodes:
+            f = int(idle[node.node_id])
+            if f <= 0:
+                continue
+            key = (node.gpu_type, node.num_gpus, node.host, f)
+            if key not in index:
+                index[key] = len(members)
+                members.append([])
+                free.append(f)
+                types.append(node.gpu_type)
+            c = index[key]
+            class_of[node.node_id] = c
+            members[c].append(node.node_id)
+        return cls(class_of, members, free, types)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.members)
+
+    def signature(self, servers: Sequence[tuple[int, int]]) -> Signature | None:
+        """The signature of (node id, GPUs) pairs; None when a server has no idle GPUs (no class)."""
+        out = []
+        for n, k in servers:
+            c = int(self.class_of[n])
+            if c < 0:
+                return None
+            out.append((c, k))
+        return tuple(sorted(out))
+
+
+@dataclass
+class SignatureCatalog:
+    """Per (GPU type, requirement): the aggregated and the distributed signatures on the idle servers."""
+
+    classes: ServerClasses
+    cluster: Cluster
+    idle: np.ndarray
+    _cache: dict[tuple[str, int], tuple[list[Signature], list[Signature]]] = field(default_factory=dict)
+
+    def of(self, gpu_type: str, requirement: int) -> tuple[list[Signature], list[Signature]]:
+        key = (gpu_type, requirement)
+        if key not in self._cache:
+            agg: list[Signature] = [((c, requirement),) for c in range(self.classes.num_classes)
+                   if self.classes.gpu_type[c] == gpu_type and requirement <= self.classes.free[c]]
+            nodes = self.cluster.nodes_of_type[gpu_type]
+            size = max(self.cluster.nodes[n].num_gpus for n in nodes)
+            walked = type_configs(gpu_type, [(n, int(self.idle[n])) for n in nodes], [requirement],
+                                  distributed=True, server_size=size)
+            dist: list[Signature] = []
+            seen: set[Signature] = set()
+            for cfg in walked:
+                if cfg.num_nodes < 2:
+                    continue
+                sig = self.classes.signature(cfg.servers)
+                if sig is not None and sig not in seen:
+                    seen.add(sig)
+                    dist.append(sig)
+            self._cache[key] = (agg, dist)
+        return self._cache[key]
+
+
+def class_rows(classes: ServerClasses, sigs: Sequence[Signature]) -> tuple[sp.csc_matrix, np.ndarray]:
+    """The relaxation's rows: idle GPUs per class, then big pieces (over half a server) per class."""
+    k_classes = classes.num_classes
+    rows, cols, vals = [], [], []
+    for o, sig in enumerate(sigs):
+        for c, k in sig:
+            rows.append(c)
+            cols.append(o)
+            vals.append(float(k))
+            if 2 * k > classes.free[c]:
+                rows.append(k_classes + c)
+                cols.append(o)
+                vals.append(1.0)
+    usage = sp.csc_matrix((vals, (rows, cols)), shape=(2 * k_classes, len(sigs)))  # duplicates are summed
+    cap = np.array([len(m) * f for m, f in zip(classes.members, classes.free, strict=True)]
+                   + [len(m) for m in classes.members], dtype=float)
+    return usage, cap
+
+
+def place_signature(classes: ServerClasses, left: np.ndarray, sig: Signature,
+                    prefer: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]] | None:
+    """Servers for one signature on the GPUs ``left`` (updated when it fits): ``prefer`` (the job's current
+    servers) when they match the signature and have room, else each piece, largest first, on the fullest
+    server of its class that holds it. None (``left`` untouched) when some piece finds no server."""
+    if prefer and classes.signature(prefer) == sig and all(left[n] >= k for n, k in prefer):
+        for n, k in prefer:
+            left[n] -= k
+        return sorted(prefer)
+    chosen: list[tuple[int, int]] = []
+    for c, k in sorted(sig, key=lambda p: -p[1]):
+        used = {n for n, _ in chosen}
+        fits = [n for n in classes.members[c] if n not in used and left[n] >= k]
+        if not fits:
+            for n, kk in chosen:
+                left[n] += kk
+            return None
+        n = min(fits, key=lambda m: (left[m], m))
+        left[n] -= k
+        chosen.append((n, k))
+    return sorted(chosen)
+
+
+def map_back(classes: ServerClasses, idle: np.ndarray, group: np.ndarray, sigs: Sequence[Signature],
+             value: np.ndarray, choice: np.ndarray, current: Callable[[int], Sequence[tuple[int, int]]]
+             ) -> dict[int, tuple[int, list[tuple[int, int]]]]:
+    """Per job (group) its option and servers: the ILP's choices first (jobs keeping their current
+    signature before the rest, then larger jobs first), then the leftover GPUs to the options of jobs left
+    without servers, by value."""
+    left = idle.astype(np.int64).copy()
+    out: dict[int, tuple[int, list[tuple[int, int]]]] = {}
+    picked = [(g, int(o)) for g, o in enumerate(choice.tolist()) if o >= 0]
+    keeps = [p for p in picked if classes.signature(current(p[0])) == sigs[p[1]]]
+    rest = sorted((p for p in picked if p not in keeps), key=lambda p: (-max(k for _, k in sigs[p[1]]),
+                                                                        -sum(k for _, k in sigs[p[1]]), p[0]))
+    for g, o in keeps + rest:
+        servers = place_signature(classes, left, sigs[o], current(g))
+        if servers is not None:
+            out[g] = (o, servers)
+    for o in np.argsort(-value, kind="stable").tolist():
+        g = int(group[o])
+        if g in out or value[o] <= 0 or sum(k for _, k in sigs[o]) > left.sum():
+            continue
+        servers = place_signature(classes, left, sigs[o], current(g))
+        if servers is not None:
+            out[g] = (o, servers)
+    return out
