@@ -322,6 +322,20 @@ def test_solvers_give_valid_decisions(solver):
         assert d.info["sia.jobs"] == 6
 
 
+def test_continual_solver_with_shim_upgrade_gives_valid_decisions():
+    s = build_scheduler("sia", settings={"solver": "continual", "shim_fill": "true", "shim_upgrade": "true"})
+    assert s.allocation.shim_upgrade is True and s.allocation.shim_fill is True
+    s.attach_oracle(FakeEstimator(SPEED))
+    jobs = [jv(spec(f"j{i}", num_gpus=8)) for i in range(6)]
+    for _ in range(3):
+        d = s.schedule(view(jobs))
+        gpus = [g for a in d.allocations.values() for g in a.placement.gpus]
+        assert len(gpus) == len(set(gpus)) <= 16
+        jobs = [jv(j.spec, placement=list(d.allocations[j.job_id].placement.gpus)
+                   if j.job_id in d.allocations else ()) for j in jobs]
+    assert d.allocations  # the free GPUs are used
+
+
 # -- registry --------------------------------------------------------------------------------------------
 def test_registered_preset_parses_tunables():
     s = build_scheduler("sia", settings={"p": "-1", "lambda_": "2", "tau": "on", "restart_factor": "off",

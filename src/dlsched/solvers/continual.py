@@ -67,9 +67,11 @@ class Method:
 
     name = "method"
 
-    def __init__(self, problem: DifferentialAssignment, *, fill: bool = False) -> None:
+    def __init__(self, problem: DifferentialAssignment, *, fill: bool = False, upgrade: bool = False) -> None:
         self.problem = problem
         self.fill = fill
+        #: After the shim (and fill), move jobs to more valuable options that fit in the GPUs left free.
+        self.upgrade = upgrade
         self._deadline: float | None = None
         #: The last allocation: per job key, the offset of its option within its row.
         self._last: dict[Hashable, int] = {}
@@ -104,7 +106,8 @@ class Method:
         finally:
             self._deadline = None
         t0 = time.perf_counter()
-        pick = shim(p.value, p.size, p.resource, p.row_of, p.capacity, x, p.num_rows, fill=self.fill)
+        pick = shim(p.value, p.size, p.resource, p.row_of, p.capacity, x, p.num_rows, fill=self.fill,
+                     upgrade=self.upgrade)
         shim_s = time.perf_counter() - t0
         self._remember(pick)
         return RoundResult(pick=pick, objective=p.objective(pick), bound=bound, sync_s=sync_s, solve_s=solve_s,
@@ -142,8 +145,9 @@ class LPStar(Method):
 
     name = "lpstar"
 
-    def __init__(self, problem: DifferentialAssignment, *, lp_method: str = "simplex", fill: bool = False) -> None:
-        super().__init__(problem, fill=fill)
+    def __init__(self, problem: DifferentialAssignment, *, lp_method: str = "simplex", fill: bool = False,
+                 upgrade: bool = False) -> None:
+        super().__init__(problem, fill=fill, upgrade=upgrade)
         self.lp_method = lp_method
 
     def relax(self) -> tuple[np.ndarray, float, float, float, dict[str, float]]:
@@ -169,8 +173,9 @@ class WarmSimplex(Method):
 
     name = "warm-simplex"
 
-    def __init__(self, problem: DifferentialAssignment, *, threads: int = 1, fill: bool = False) -> None:
-        super().__init__(problem, fill=fill)
+    def __init__(self, problem: DifferentialAssignment, *, threads: int = 1, fill: bool = False,
+                 upgrade: bool = False) -> None:
+        super().__init__(problem, fill=fill, upgrade=upgrade)
         self.h = new_highs(threads)
         self.h.setOptionValue("solver", "simplex")
         self.h.changeObjectiveSense(highspy.ObjSense.kMaximize)
@@ -295,8 +300,8 @@ class Lagrangian(Method):
     name = "lagrangian"
 
     def __init__(self, problem: DifferentialAssignment, *, sweeps: int = 6, bisections: int = 30,
-                 fill: bool = False) -> None:
-        super().__init__(problem, fill=fill)
+                 fill: bool = False, upgrade: bool = False) -> None:
+        super().__init__(problem, fill=fill, upgrade=upgrade)
         self.sweeps = sweeps
         self.bisections = bisections
         self.price = np.zeros(problem.num_resources)
@@ -408,8 +413,8 @@ class ProximalPoint(Method):
     name = "continual"
 
     def __init__(self, problem: DifferentialAssignment, *, eta: float = 10.0, width: int = 2, prox_steps: int = 15,
-                 inner: int = 5, tol: float = 1e-3, fill: bool = False) -> None:
-        super().__init__(problem, fill=fill)
+                 inner: int = 5, tol: float = 1e-3, fill: bool = False, upgrade: bool = False) -> None:
+        super().__init__(problem, fill=fill, upgrade=upgrade)
         self.eta = eta
         self.width = width
         self.prox_steps = prox_steps
@@ -594,11 +599,12 @@ class ContinualAssignment:
     Forced options are kept out of the problem: their capacity is taken off and their groups get them.
     """
 
-    def __init__(self, num_resources: int, method: str = "continual", *, fill: bool = False) -> None:
+    def __init__(self, num_resources: int, method: str = "continual", *, fill: bool = False,
+                 upgrade: bool = False) -> None:
         if method not in WARM_METHODS:
             raise ValueError(f"unknown method {method!r} (one of {', '.join(WARM_METHODS)})")
         self.problem = DifferentialAssignment(np.zeros(num_resources))
-        self.method = WARM_METHODS[method](self.problem, fill=fill)
+        self.method = WARM_METHODS[method](self.problem, fill=fill, upgrade=upgrade)
         self._sig: dict[Hashable, bytes] = {}
 
     def solve(self, problem: AssignmentProblem, group_keys: Sequence[Hashable], signatures: Sequence[bytes],

@@ -127,6 +127,9 @@ class SiaAllocation(EstimatingAllocation):
     #: With the continual solvers: after the thesis's shim, give jobs left without GPUs their most valuable
     #: option that still fits (not in the thesis; off follows its text).
     shim_fill: bool = False
+    #: With the continual solvers: after the shim (and fill), move jobs to more valuable options that fit in
+    #: the GPUs still free, best gain per added GPU first (not in the thesis; off follows its text).
+    shim_upgrade: bool = False
     #: With the continual solvers: seconds a round's solve may take; past it the previous allocation,
     #: repaired for departures and arrivals, is used (``sia.fallback`` = 1 in the round's info). None: no limit.
     time_budget_s: float | None = ranged(None, 1e-3, 3600.0, parse=parse_budget)
@@ -363,7 +366,8 @@ class SiaAllocation(EstimatingAllocation):
             method = "milp" if problem.num_options <= self.milp_max_options else "incremental"
         if method in ("continual", "warm-simplex", "lagrangian"):
             if self._continual is None:
-                self._continual = ContinualAssignment(len(capacity), method, fill=self.shim_fill)
+                self._continual = ContinualAssignment(len(capacity), method, fill=self.shim_fill,
+                                                       upgrade=self.shim_upgrade)
             lo = np.searchsorted(opts.job_of, np.arange(problem.num_groups), side="left")
             hi = np.searchsorted(opts.job_of, np.arange(problem.num_groups), side="right")
             sigs = [np.stack([opts.type_idx[a:b], opts.gpus[a:b], opts.nodes[a:b]]).astype(np.int64).tobytes()
