@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import highspy
 import numpy as np
@@ -29,6 +30,9 @@ from dlsched.solvers.assignment import AssignmentProblem, AssignmentResult
 from dlsched.solvers.differential import DifferentialAssignment
 from dlsched.solvers.highs import INF, model_status, new_highs, solve_sparse
 from dlsched.solvers.shim import WEIGHT_EPS, shim
+
+if TYPE_CHECKING:
+    from dlsched.solvers.pop import POP
 
 
 @dataclass
@@ -587,7 +591,13 @@ def _simplex_shift(w: np.ndarray, seg: np.ndarray, starts: np.ndarray) -> np.nda
 
 #: Warm-started methods by name (what :class:`ContinualAssignment` and benchmarks accept).
 WARM_METHODS: dict[str, type[Method]] = {"continual": ProximalPoint, "warm-simplex": WarmSimplex,
-                                         "lagrangian": Lagrangian}
+                                         "lagrangian": Lagrangian, "lpstar": LPStar}
+
+
+def pop_parts(method: str) -> int | None:
+    """K of a ``pop-K`` method name (K >= 1), else None."""
+    head, _, k = method.partition("-")
+    return int(k) if head == "pop" and k.isdigit() and int(k) >= 1 else None
 
 
 class ContinualAssignment:
@@ -601,10 +611,19 @@ class ContinualAssignment:
 
     def __init__(self, num_resources: int, method: str = "continual", *, fill: bool = False,
                  upgrade: bool = False) -> None:
-        if method not in WARM_METHODS:
-            raise ValueError(f"unknown method {method!r} (one of {', '.join(WARM_METHODS)})")
+        k = pop_parts(method)
+        if method not in WARM_METHODS and k is None:
+            raise ValueError(f"unknown method {method!r} (one of {', '.join(WARM_METHODS)}, or pop-K)")
         self.problem = DifferentialAssignment(np.zeros(num_resources))
-        self.method = WARM_METHODS[method](self.problem, fill=fill, upgrade=upgrade)
+        self.method: Method | POP
+        if k is not None:
+            from dlsched.solvers.pop import POP
+
+            # one process: the simulation's policy time is then the sum of the parts; the critical path
+            # (the slowest part, POP's time with K cores) is in each round's info
+            self.method = POP(self.problem, k, workers=1)
+        else:
+            self.method = WARM_METHODS[method](self.problem, fill=fill, upgrade=upgrade)
         self._sig: dict[Hashable, bytes] = {}
 
     def solve(self, problem: AssignmentProblem, group_keys: Sequence[Hashable], signatures: Sequence[bytes],
