@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated methods")
     ap.add_argument("--workers", type=int, default=2, help="worker processes for POP")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--shim", choices=sorted(SHIMS), default="upgrade",
+    ap.add_argument("--shim", default="upgrade",
                     help="integer shim of every LP method, LP* included: the thesis's (thesis), then filling "
                          "jobs left without GPUs (fill), then also upgrading jobs into free GPUs (upgrade)")
     ap.add_argument("--quick", action="store_true", help="512 GPUs, 150 jobs, 4 rounds (seconds)")
@@ -161,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                and int(m[4:]) >= 1)]
     if unknown:
         problems.append(f"--methods: unknown {', '.join(unknown)} (one of {', '.join(METHODS)}, or pop-K)")
+    if args.shim not in SHIMS:
+        problems.append(f"--shim: unknown {args.shim} (one of {', '.join(SHIMS)})")
     if problems:
         print(f"error: {problems[0]}", file=sys.stderr)
         return 2
