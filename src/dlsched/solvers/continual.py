@@ -416,7 +416,7 @@ class ProximalPoint(Method):
 
     name = "continual"
 
-    def __init__(self, problem: DifferentialAssignment, *, eta: float = 10.0, width: int = 2, prox_steps: int = 15,
+    def __init__(self, problem: DifferentialAssignment, *, eta: float = 10.0, width: int = 4, prox_steps: int = 15,
                  inner: int = 5, tol: float = 1e-3, fill: bool = False, upgrade: bool = False) -> None:
         super().__init__(problem, fill=fill, upgrade=upgrade)
         self.eta = eta
