@@ -16,7 +16,9 @@ doubling limit and 64 GPUs), values from Sia's transformed objective, and churn 
 
 The first round is every method's cold start (reported as ``first_s``) and is not counted; the figures are
 over the ``--rounds`` rounds after it. ``objective_vs_lpstar`` is the method's total shimmed objective over
-LP*'s in the same rounds (``min_objective_vs_lpstar`` the worst round); ``edits_median_s`` is the time the
+LP*'s in the same rounds (``min_objective_vs_lpstar`` the worst round); every LP method, LP* included,
+ends with the same shim (``--shim``, recorded as ``shim``: ``upgrade`` by default, ``thesis`` for the thesis's
+alone); POP's sub-problems are MILPs and need none; ``edits_median_s`` is the time the
 differential interface took to apply a round's ``edits_per_round`` edits (job arrivals, departures and value
 rows; not the time to make the new jobs' options). Prints a human line per method on stderr, then one JSON
 object per line per method.
@@ -41,17 +43,24 @@ BLOCK = [("azure", 6, 8), ("aws", 8, 4), ("dgx-ext", 4, 8), ("quad", 8, 4), ("rt
 METHODS = ["lpstar", "pop-16", "warm-simplex", "continual", "lagrangian"]
 
 
-def make_method(name: str, problem: DifferentialAssignment, workers: int) -> LPStar | WarmSimplex | POP:
+#: ``--shim``: the thesis's shim alone, then filling jobs left without GPUs, then also upgrading jobs into
+#: the GPUs still free (each includes the one before).
+SHIMS = {"thesis": {}, "fill": {"fill": True}, "upgrade": {"fill": True, "upgrade": True}}
+
+
+def make_method(name: str, problem: DifferentialAssignment, workers: int,
+                shim: str = "upgrade") -> LPStar | WarmSimplex | POP:
+    kw = SHIMS[shim]
     if name == "lpstar":
-        return LPStar(problem)
+        return LPStar(problem, **kw)
     if name.startswith("pop-"):
         return POP(problem, int(name.split("-", 1)[1]), workers=workers)
     if name == "warm-simplex":
-        return WarmSimplex(problem)
+        return WarmSimplex(problem, **kw)
     if name == "continual":
-        return ProximalPoint(problem)
+        return ProximalPoint(problem, **kw)
     if name == "lagrangian":
-        return Lagrangian(problem)
+        return Lagrangian(problem, **kw)
     raise ValueError(f"unknown method {name!r}")
 
 
@@ -60,13 +69,13 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def run(gpus: int, jobs: int, rounds: int, churn: float, drift: float, methods: list[str], workers: int,
-        seed: int) -> list[dict]:
+        seed: int, shim: str = "upgrade") -> list[dict]:
     scale = gpus // 256
     stream = ChurnStream([ResourceBlock(n * scale, per) for _, n, per in BLOCK], jobs=jobs, churn=churn,
                          drift=drift, seed=seed)
     problem = stream.problem
     names = ["lpstar"] + [m for m in methods if m != "lpstar"]
-    solvers = {m: make_method(m, problem, workers) for m in names}
+    solvers = {m: make_method(m, problem, workers, shim) for m in names}
     times: dict[str, list[float]] = {m: [] for m in names}
     critical: dict[str, list[float]] = {m: [] for m in names}
     obj: dict[str, list[float]] = {m: [] for m in names}
@@ -105,7 +114,8 @@ def run(gpus: int, jobs: int, rounds: int, churn: float, drift: float, methods: 
         mine = np.array(obj[m])
         row = {"bench": "scale_policy_time", "method": m, "gpus": int(problem.capacity.sum()),
                "jobs_active": int(np.median(active)), "options": int(problem.live_slots), "rounds": rounds,
-               "churn": churn, "drift": drift, "median_s": _pct(times[m], 50), "p99_s": _pct(times[m], 99),
+               "churn": churn, "drift": drift, "shim": "milp" if m.startswith("pop-") else shim,
+               "median_s": _pct(times[m], 50), "p99_s": _pct(times[m], 99),
                "max_s": round(max(times[m]), 5) if times[m] else float("nan"),
                "objective_vs_lpstar": round(float(mine.sum() / ref.sum()), 5) if ref.sum() > 0 else 1.0,
                "min_objective_vs_lpstar": round(float(np.min(mine / np.where(ref > 0, ref, 1.0))), 5),
@@ -128,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated methods")
     ap.add_argument("--workers", type=int, default=2, help="worker processes for POP")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--shim", default="upgrade",
+                    help="integer shim of every LP method, LP* included: the thesis's (thesis), then filling "
+                         "jobs left without GPUs (fill), then also upgrading jobs into free GPUs (upgrade)")
     ap.add_argument("--quick", action="store_true", help="512 GPUs, 150 jobs, 4 rounds (seconds)")
     args = ap.parse_args(argv)
     if args.quick:
@@ -148,11 +161,14 @@ def main(argv: list[str] | None = None) -> int:
                                                                and int(m[4:]) >= 1)]
     if unknown:
         problems.append(f"--methods: unknown {', '.join(unknown)} (one of {', '.join(METHODS)}, or pop-K)")
+    if args.shim not in SHIMS:
+        problems.append(f"--shim: unknown {args.shim} (one of {', '.join(SHIMS)})")
     if problems:
         print(f"error: {problems[0]}", file=sys.stderr)
         return 2
     jobs = args.jobs if args.jobs is not None else int(0.3 * args.gpus)
-    rows = run(args.gpus, jobs, args.rounds, args.churn, args.drift, methods, args.workers, args.seed)
+    rows = run(args.gpus, jobs, args.rounds, args.churn, args.drift, methods, args.workers, args.seed,
+               args.shim)
     for r in rows:
         extra = (f", critical path p99 {r['critical_path_p99_s']:.3f}s" if "critical_path_p99_s" in r else "")
         print(f"{r['method']:>12} {r['gpus']} GPUs, {r['jobs_active']} jobs: median {r['median_s']:.3f}s, "

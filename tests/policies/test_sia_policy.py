@@ -310,7 +310,7 @@ def test_more_jobs_than_gpus_everyone_waits_fairly_under_tau():
 
 
 @pytest.mark.parametrize("solver", ["milp", "lp-round", "incremental", "auto", "continual", "warm-simplex",
-                                    "lagrangian"])
+                                    "lagrangian", "lpstar", "pop-4"])
 def test_solvers_give_valid_decisions(solver):
     s = sia(solver=solver)
     jobs = [jv(spec(f"j{i}", num_gpus=8)) for i in range(6)]
@@ -320,6 +320,26 @@ def test_solvers_give_valid_decisions(solver):
         jobs = [jv(j.spec, placement=list(d.allocations[j.job_id].placement.gpus)
                    if j.job_id in d.allocations else ()) for j in jobs]
         assert d.info["sia.jobs"] == 6
+
+
+@pytest.mark.parametrize("solver", ["pop-0", "pop-x", "pop", "lp*"])
+def test_unknown_solvers_are_refused(solver):
+    with pytest.raises(ValueError, match="solver must be one of"):
+        SiaAllocation(solver=solver)
+
+
+def test_continual_solver_with_shim_upgrade_gives_valid_decisions():
+    s = build_scheduler("sia", settings={"solver": "continual", "shim_fill": "true", "shim_upgrade": "true"})
+    assert s.allocation.shim_upgrade is True and s.allocation.shim_fill is True
+    s.attach_oracle(FakeEstimator(SPEED))
+    jobs = [jv(spec(f"j{i}", num_gpus=8)) for i in range(6)]
+    for _ in range(3):
+        d = s.schedule(view(jobs))
+        gpus = [g for a in d.allocations.values() for g in a.placement.gpus]
+        assert len(gpus) == len(set(gpus)) <= 16
+        jobs = [jv(j.spec, placement=list(d.allocations[j.job_id].placement.gpus)
+                   if j.job_id in d.allocations else ()) for j in jobs]
+    assert d.allocations  # the free GPUs are used
 
 
 # -- registry --------------------------------------------------------------------------------------------

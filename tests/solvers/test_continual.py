@@ -129,11 +129,40 @@ def test_shim_is_always_feasible(seed: int, scale: float) -> None:
     if rng.uniform() < 0.5 and len(problem):
         problem.remove_job(problem.keys()[0])
     x = rng.uniform(0, scale, size=problem.num_slots) * (rng.uniform(size=problem.num_slots) < 0.6)
-    for fill in (False, True):
+    for fill, upgrade in ((False, False), (True, False), (False, True), (True, True)):
         pick = shim(problem.value, problem.size, problem.resource, problem.row_of, problem.capacity, x,
-                    problem.num_rows, fill=fill)
+                    problem.num_rows, fill=fill, upgrade=upgrade)
         assert problem.is_feasible(pick)
         assert np.all(problem.value[pick[pick >= 0]] > 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), scale=st.floats(0.0, 3.0))
+def test_upgrade_only_moves_jobs_to_more_valuable_options(seed: int, scale: float) -> None:
+    """The upgrade pass starts from the shim's allocation and never leaves a job worse off than it was."""
+    rng = np.random.default_rng(seed)
+    problem = DifferentialAssignment([8.0, 6.0, 4.0])
+    for j in range(int(rng.integers(1, 25))):
+        problem.add_job(j, *_job(rng, 3))
+    x = rng.uniform(0, scale, size=problem.num_slots) * (rng.uniform(size=problem.num_slots) < 0.6)
+    args = (problem.value, problem.size, problem.resource, problem.row_of, problem.capacity, x, problem.num_rows)
+    base = shim(*args, fill=True)
+    up = shim(*args, fill=True, upgrade=True)
+    assert problem.is_feasible(up)
+    worth = np.where(base >= 0, problem.value[np.maximum(base, 0)], 0.0)
+    worth_up = np.where(up >= 0, problem.value[np.maximum(up, 0)], 0.0)
+    assert np.all(worth_up >= worth - 1e-12)
+
+
+def test_upgrade_spends_free_gpus_on_the_best_gain_per_gpu() -> None:
+    """Two one-GPU jobs and two free GPUs: the job gaining more per added GPU grows."""
+    problem = DifferentialAssignment([4.0])
+    problem.add_job("a", np.array([0, 0]), np.array([1.0, 3.0]), np.array([1.0, 1.5]))  # +0.25 per GPU
+    problem.add_job("b", np.array([0, 0]), np.array([1.0, 2.0]), np.array([1.0, 1.9]))  # +0.9 per GPU
+    x = np.array([1.0, 0.0, 1.0, 0.0])  # the relaxation put both on one GPU
+    pick = shim(problem.value, problem.size, problem.resource, problem.row_of, problem.capacity, x,
+                problem.num_rows, upgrade=True)
+    assert pick.tolist() == [0, 3] and problem.objective(pick) == pytest.approx(2.9)
 
 
 def test_shim_keeps_an_integral_relaxation() -> None:

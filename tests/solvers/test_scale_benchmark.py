@@ -22,6 +22,7 @@ def test_quick_run_reports_every_method() -> None:
         assert 0 < r["median_s"] <= r["p99_s"]
         assert r["objective_vs_lpstar"] > 0.8
     assert rows[0]["objective_vs_lpstar"] == 1.0
+    assert [r["shim"] for r in rows] == ["upgrade", "milp", "upgrade", "upgrade", "upgrade"]  # LP* shims as they do
     pop = rows[1]
     assert 0 < pop["critical_path_p99_s"] <= pop["p99_s"]  # the slowest part cannot take longer than all parts
 
@@ -33,3 +34,6 @@ def test_bad_options_are_one_error_line() -> None:
     out = subprocess.run([sys.executable, str(SCRIPT), "--methods", "simplex"], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 2 and out.stderr.startswith("error: --methods: unknown simplex")
+    out = subprocess.run([sys.executable, str(SCRIPT), "--shim", "best"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == ["error: --shim: unknown best (one of thesis, fill, upgrade)"]

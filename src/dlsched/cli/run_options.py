@@ -4,7 +4,7 @@ Numeric flags are taken as text and checked by the RunConfig, like the same fiel
 bad value (``--seed 1.5``, ``--round-s nan``) is refused in one place with one line that names the field and
 its allowed range. Every flag defaults to "not given" so that, with ``--config FILE``, exactly the flags on the command line
 override the file's fields. ``--set key=value`` pairs are routed by key: world options (``world.KEY`` or a
-bare world key such as ``locality_penalty``), engine limits (``max_time_s``, ``stall_rounds``), and policy
+bare world key such as ``locality_penalty``), engine options (``max_time_s``, ``stall_rounds``, ``charge_policy_time``), and policy
 tunables (everything else).
 """
 

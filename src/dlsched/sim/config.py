@@ -37,7 +37,7 @@ DEFAULT_POLICY = "fifo"
 #: Stages a configuration may swap, in pipeline order (the registry's stage kinds).
 STAGES: tuple[str, ...] = STAGE_KINDS
 #: Engine limits that ``--set`` may also carry (they used to be set that way).
-ENGINE_KEYS: tuple[str, ...] = ("max_time_s", "stall_rounds")
+ENGINE_KEYS: tuple[str, ...] = ("max_time_s", "stall_rounds", "charge_policy_time")
 #: Keys ``config.json`` records for people that a replay does not read back.
 RECORD_ONLY_KEYS: tuple[str, ...] = ("dlsched_version", "scheduler", "data")
 _DAY_S = DAY_S
@@ -171,6 +171,10 @@ class RunConfig(BaseModel):
     max_time_s: float | None = Field(None, gt=0.0, le=MAX_TIME_LIMIT_S)
     #: Stop after this many rounds in which no job could run and none is still to arrive.
     stall_rounds: int = Field(200, ge=1, le=10_000_000)
+    #: Charge the policy's own measured time to the simulation: a round's decision takes effect once it is
+    #: computed (at most a round later), the previous allocation running meanwhile. Off by default, as the
+    #: papers simulate; runs with it on depend on the machine's speed.
+    charge_policy_time: bool = False
     #: Measured-data directory; None uses $DLSCHED_DATA, else ../shared/data (recorded resolved).
     data_dir: str | None = Field(None, min_length=1)
 
@@ -326,7 +330,7 @@ def route_settings(settings: Mapping[str, str]) -> dict[str, Any]:
     """Split ``--set`` pairs into config fields: world options, engine limits and policy tunables.
 
     ``world.KEY`` and bare world keys (``locality_penalty``) go to ``world``; ``ftf.KEY`` to ``ftf``;
-    ``max_time_s`` and ``stall_rounds`` to the engine fields; everything else is a policy tunable.
+    ``max_time_s``, ``stall_rounds`` and ``charge_policy_time`` to the engine fields; everything else is a policy tunable.
     """
     world: dict[str, str] = {}
     ftf: dict[str, str] = {}

@@ -137,7 +137,7 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
         assert resolved.round_s is not None  # resolve() fills it from the preset
         sim_cfg = SimConfig(round_s=float(resolved.round_s), seed=config.seed,
                             max_time_s=config.max_time_s, stall_rounds=config.stall_rounds,
-                            ftf=config.ftf.definition())
+                            ftf=config.ftf.definition(), charge_policy_time=config.charge_policy_time)
         played = scheduler if on_decision is None else _Observed(scheduler, on_decision)
         engine = Engine(cluster, specs, played, world, sim_cfg, on_progress=on_progress)
         attach_oracle(scheduler, world, engine)

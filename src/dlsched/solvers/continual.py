@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import highspy
 import numpy as np
@@ -29,6 +30,9 @@ from dlsched.solvers.assignment import AssignmentProblem, AssignmentResult
 from dlsched.solvers.differential import DifferentialAssignment
 from dlsched.solvers.highs import INF, model_status, new_highs, solve_sparse
 from dlsched.solvers.shim import WEIGHT_EPS, shim
+
+if TYPE_CHECKING:
+    from dlsched.solvers.pop import POP
 
 
 @dataclass
@@ -67,9 +71,11 @@ class Method:
 
     name = "method"
 
-    def __init__(self, problem: DifferentialAssignment, *, fill: bool = False) -> None:
+    def __init__(self, problem: DifferentialAssignment, *, fill: bool = False, upgrade: bool = False) -> None:
         self.problem = problem
         self.fill = fill
+        #: After the shim (and fill), move jobs to more valuable options that fit in the GPUs left free.
+        self.upgrade = upgrade
         self._deadline: float | None = None
         #: The last allocation: per job key, the offset of its option within its row.
         self._last: dict[Hashable, int] = {}
@@ -104,7 +110,8 @@ class Method:
         finally:
             self._deadline = None
         t0 = time.perf_counter()
-        pick = shim(p.value, p.size, p.resource, p.row_of, p.capacity, x, p.num_rows, fill=self.fill)
+        pick = shim(p.value, p.size, p.resource, p.row_of, p.capacity, x, p.num_rows, fill=self.fill,
+                     upgrade=self.upgrade)
         shim_s = time.perf_counter() - t0
         self._remember(pick)
         return RoundResult(pick=pick, objective=p.objective(pick), bound=bound, sync_s=sync_s, solve_s=solve_s,
@@ -142,8 +149,9 @@ class LPStar(Method):
 
     name = "lpstar"
 
-    def __init__(self, problem: DifferentialAssignment, *, lp_method: str = "simplex", fill: bool = False) -> None:
-        super().__init__(problem, fill=fill)
+    def __init__(self, problem: DifferentialAssignment, *, lp_method: str = "simplex", fill: bool = False,
+                 upgrade: bool = False) -> None:
+        super().__init__(problem, fill=fill, upgrade=upgrade)
         self.lp_method = lp_method
 
     def relax(self) -> tuple[np.ndarray, float, float, float, dict[str, float]]:
@@ -169,8 +177,9 @@ class WarmSimplex(Method):
 
     name = "warm-simplex"
 
-    def __init__(self, problem: DifferentialAssignment, *, threads: int = 1, fill: bool = False) -> None:
-        super().__init__(problem, fill=fill)
+    def __init__(self, problem: DifferentialAssignment, *, threads: int = 1, fill: bool = False,
+                 upgrade: bool = False) -> None:
+        super().__init__(problem, fill=fill, upgrade=upgrade)
         self.h = new_highs(threads)
         self.h.setOptionValue("solver", "simplex")
         self.h.changeObjectiveSense(highspy.ObjSense.kMaximize)
@@ -295,8 +304,8 @@ class Lagrangian(Method):
     name = "lagrangian"
 
     def __init__(self, problem: DifferentialAssignment, *, sweeps: int = 6, bisections: int = 30,
-                 fill: bool = False) -> None:
-        super().__init__(problem, fill=fill)
+                 fill: bool = False, upgrade: bool = False) -> None:
+        super().__init__(problem, fill=fill, upgrade=upgrade)
         self.sweeps = sweeps
         self.bisections = bisections
         self.price = np.zeros(problem.num_resources)
@@ -407,9 +416,9 @@ class ProximalPoint(Method):
 
     name = "continual"
 
-    def __init__(self, problem: DifferentialAssignment, *, eta: float = 10.0, width: int = 2, prox_steps: int = 15,
-                 inner: int = 5, tol: float = 1e-3, fill: bool = False) -> None:
-        super().__init__(problem, fill=fill)
+    def __init__(self, problem: DifferentialAssignment, *, eta: float = 10.0, width: int = 4, prox_steps: int = 15,
+                 inner: int = 5, tol: float = 1e-3, fill: bool = False, upgrade: bool = False) -> None:
+        super().__init__(problem, fill=fill, upgrade=upgrade)
         self.eta = eta
         self.width = width
         self.prox_steps = prox_steps
@@ -582,7 +591,13 @@ def _simplex_shift(w: np.ndarray, seg: np.ndarray, starts: np.ndarray) -> np.nda
 
 #: Warm-started methods by name (what :class:`ContinualAssignment` and benchmarks accept).
 WARM_METHODS: dict[str, type[Method]] = {"continual": ProximalPoint, "warm-simplex": WarmSimplex,
-                                         "lagrangian": Lagrangian}
+                                         "lagrangian": Lagrangian, "lpstar": LPStar}
+
+
+def pop_parts(method: str) -> int | None:
+    """K of a ``pop-K`` method name (K >= 1), else None."""
+    head, _, k = method.partition("-")
+    return int(k) if head == "pop" and k.isdigit() and int(k) >= 1 else None
 
 
 class ContinualAssignment:
@@ -594,11 +609,21 @@ class ContinualAssignment:
     Forced options are kept out of the problem: their capacity is taken off and their groups get them.
     """
 
-    def __init__(self, num_resources: int, method: str = "continual", *, fill: bool = False) -> None:
-        if method not in WARM_METHODS:
-            raise ValueError(f"unknown method {method!r} (one of {', '.join(WARM_METHODS)})")
+    def __init__(self, num_resources: int, method: str = "continual", *, fill: bool = False,
+                 upgrade: bool = False) -> None:
+        k = pop_parts(method)
+        if method not in WARM_METHODS and k is None:
+            raise ValueError(f"unknown method {method!r} (one of {', '.join(WARM_METHODS)}, or pop-K)")
         self.problem = DifferentialAssignment(np.zeros(num_resources))
-        self.method = WARM_METHODS[method](self.problem, fill=fill)
+        self.method: Method | POP
+        if k is not None:
+            from dlsched.solvers.pop import POP
+
+            # one process: the simulation's policy time is then the sum of the parts; the critical path
+            # (the slowest part, POP's time with K cores) is in each round's info
+            self.method = POP(self.problem, k, workers=1)
+        else:
+            self.method = WARM_METHODS[method](self.problem, fill=fill, upgrade=upgrade)
         self._sig: dict[Hashable, bytes] = {}
 
     def solve(self, problem: AssignmentProblem, group_keys: Sequence[Hashable], signatures: Sequence[bytes],

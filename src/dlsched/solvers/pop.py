@@ -80,8 +80,10 @@ class POP:
             self._part = {key: v for key, v in self._part.items() if key in live}
         return out
 
-    def solve(self) -> RoundResult:
+    def solve(self, budget_s: float | None = None) -> RoundResult:
+        """One round; ``budget_s`` (if given) bounds each sub-problem's MILP search (its best answer then)."""
         t0 = time.perf_counter()
+        limit = self.time_limit_s if budget_s is None else budget_s
         p = self.problem
         full, slots, rows = p.snapshot()
         part_of_group = self._parts_of(rows)
@@ -97,7 +99,7 @@ class POP:
             local[groups] = np.arange(len(groups))
             subs.append((AssignmentProblem(group=local[full.group[opts]], resource=full.resource[opts],
                                            size=full.size[opts], value=full.value[opts], capacity=caps[i],
-                                           num_groups=len(groups)), self.time_limit_s, self.mip_rel_gap))
+                                           num_groups=len(groups)), limit, self.mip_rel_gap))
             maps.append((groups, opts))
         if self.workers > 1:
             if self._pool is None:

@@ -31,6 +31,8 @@ spec                                       trace
                                            at 100 jobs/h by default)
 ``hops-table3[:seed=S]``                   :func:`~dlsched.traces.hops.hops_table3_trace` (Hops Table 3:
                                            25 jobs over 2.5 hours)
+``copter[:jobs=N,hours=H,seed=S]``         :func:`~dlsched.traces.copter.copter_trace` (COpter: Alibaba-
+                                           derived model jobs; 40,000 over 24 hours by default)
 anything else                              a trace file in any format :func:`read_trace` detects
 =========================================  ===================================================================
 
@@ -58,12 +60,12 @@ NAMED_TRACES: tuple[str, ...] = (
     "pollux-0.5:N", "pollux-1.5:N", "pollux-2.0:N", "pollux-realistic:N", "pal-philly:N", "pal-blox:NAME",
     "gavel:VC[:SEED]", "gavel-physical:NAME", "tiresias", "philly[:N]", "synthetic[:key=value,...]",
     "synergy[:key=value,...]", "gimbal-philly[:seed=S]", "gimbal-alibaba[:seed=S]", "hops[:jobs=N,rate=R,seed=S]",
-    "hops-table3[:seed=S]",
+    "hops-table3[:seed=S]", "copter[:jobs=N,hours=H,seed=S]",
 )
 _POLLUX_VARIANTS = ("0.5", "1.5", "2.0", "realistic")
 _FAMILIES = frozenset({"sia-philly", "sia-saturn", "sia-scale", "pollux", "pal-philly", "pal-blox", "gavel",
                        "gavel-physical", "tiresias", "philly", "synthetic", "synergy", "gimbal-philly",
-                       "gimbal-alibaba", "hops", "hops-table3"})
+                       "gimbal-alibaba", "hops", "hops-table3", "copter"})
 #: Source file of each Gimbal trace inside the data directory.
 _GIMBAL_FILES = {"philly": "sia/traces/philly.csv", "alibaba": "alibaba/gpu-v2023/openb_pod_list_default.csv"}
 _SYNTHETIC_KEYS = ("rate", "hours", "seed", "adaptivity", "kind", "jobs", "max_gpus", "ncf_share")
@@ -220,6 +222,10 @@ def _named(head: str, rest: str, spec: str) -> Callable[[], list[JobSpec]] | Non
         from dlsched.traces.hops import parse_hops
 
         return lambda: parse_hops(head, rest, spec)
+    if head == "copter":
+        from dlsched.traces.copter import parse_copter
+
+        return lambda: parse_copter(rest, spec)
     if head == "synergy":
         from dlsched.traces.synergy import parse_synergy
 

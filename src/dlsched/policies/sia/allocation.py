@@ -49,10 +49,11 @@ from dlsched.policies.sia.problem import (
 from dlsched.policies.sia.profiling import ProfilePlanner, ProfileRequest
 from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan, Shape
 from dlsched.solvers import AssignmentProblem, AssignmentResult, IncrementalAssignment, solve_assignment
-from dlsched.solvers.continual import ContinualAssignment
+from dlsched.solvers.continual import ContinualAssignment, pop_parts
 
 PROFILING_MODES = ("bootstrap", "oracle", "none")
-SOLVERS = ("auto", "milp", "lp-round", "incremental", "continual", "warm-simplex", "lagrangian")
+SOLVERS = ("auto", "milp", "lp-round", "incremental", "continual", "warm-simplex", "lagrangian", "lpstar",
+           "pop-K")
 GROWTH_CAPS = ("current", "largest-seen")
 TIE_BREAKS = ("keep", "solver")
 #: Default window of the time-varying penalty when switched on without a value (section 3.5.6).
@@ -121,12 +122,16 @@ class SiaAllocation(EstimatingAllocation):
     #: ``milp`` (exact), ``lp-round`` (interior-point relaxation + rounding), ``incremental`` (warm-started
     #: simplex on an edited model + rounding), ``auto`` (MILP up to ``milp_max_options`` options), or the
     #: continual methods of thesis chapter 4 over a differential problem, each with the integer shim:
-    #: ``continual`` (proximal point with coordinate descent), ``warm-simplex`` or ``lagrangian``.
+    #: ``continual`` (proximal point with coordinate descent), ``warm-simplex`` or ``lagrangian``; their
+    #: baselines ``lpstar`` (the relaxation from scratch each round, same shim) and ``pop-K`` (POP, K parts).
     solver: str = "auto"
     milp_max_options: int = ranged(2500, 0, 1_000_000)
     #: With the continual solvers: after the thesis's shim, give jobs left without GPUs their most valuable
     #: option that still fits (not in the thesis; off follows its text).
     shim_fill: bool = False
+    #: With the continual solvers: after the shim (and fill), move jobs to more valuable options that fit in
+    #: the GPUs still free, best gain per added GPU first (not in the thesis; off follows its text).
+    shim_upgrade: bool = False
     #: With the continual solvers: seconds a round's solve may take; past it the previous allocation,
     #: repaired for departures and arrivals, is used (``sia.fallback`` = 1 in the round's info). None: no limit.
     time_budget_s: float | None = ranged(None, 1e-3, 3600.0, parse=parse_budget)
@@ -185,7 +190,7 @@ class SiaAllocation(EstimatingAllocation):
             raise ValueError(f"p must be non-zero (a power mean with p = 0 is undefined), got {self.p}")
         if self.profiling not in PROFILING_MODES:
             raise ValueError(f"profiling must be one of {', '.join(PROFILING_MODES)}, got '{self.profiling}'")
-        if self.solver not in SOLVERS:
+        if self.solver not in SOLVERS[:-1] and pop_parts(self.solver) is None:
             raise ValueError(f"solver must be one of {', '.join(SOLVERS)}, got '{self.solver}'")
         if self.zero_grad_stats not in ZERO_GRAD_MODES:
             raise ValueError(f"zero_grad_stats must be one of {', '.join(ZERO_GRAD_MODES)}, "
@@ -361,9 +366,10 @@ class SiaAllocation(EstimatingAllocation):
             return solve_assignment(problem, "milp")
         if method == "auto":
             method = "milp" if problem.num_options <= self.milp_max_options else "incremental"
-        if method in ("continual", "warm-simplex", "lagrangian"):
+        if method in ("continual", "warm-simplex", "lagrangian", "lpstar") or pop_parts(method) is not None:
             if self._continual is None:
-                self._continual = ContinualAssignment(len(capacity), method, fill=self.shim_fill)
+                self._continual = ContinualAssignment(len(capacity), method, fill=self.shim_fill,
+                                                       upgrade=self.shim_upgrade)
             lo = np.searchsorted(opts.job_of, np.arange(problem.num_groups), side="left")
             hi = np.searchsorted(opts.job_of, np.arange(problem.num_groups), side="right")
             sigs = [np.stack([opts.type_idx[a:b], opts.gpus[a:b], opts.nodes[a:b]]).astype(np.int64).tobytes()
