@@ -187,7 +187,7 @@ class PackingPlacement(PlacementStage):
             if len(hp) == k:
                 gpus = hp
             else:
-                chosen = _subset_on_fewest_nodes(cluster, hp, k, held)
+                chosen = subset_on_fewest_nodes(cluster, hp, k, held)
                 if chosen is None:
                     continue
                 gpus = chosen
@@ -199,9 +199,11 @@ class PackingPlacement(PlacementStage):
         return None
 
 
-def _subset_on_fewest_nodes(cluster: Cluster, host: Placement, k: int,
-                            held: dict[int, list[str]]) -> Placement | None:
-    """``k`` of the host's GPUs that nobody else shares yet, on the fewest nodes (most such GPUs first)."""
+def subset_on_fewest_nodes(cluster: Cluster, host: Placement, k: int,
+                           held: dict[int, list[str]] | None = None) -> Placement | None:
+    """``k`` of the host's GPUs that nobody else (in ``held``: GPU -> jobs on it) shares yet, on the fewest
+    nodes (most such GPUs first); None unless that is the fewest nodes ``k`` GPUs of the type can take."""
+    held = held or {}
     by_node: dict[int, list[int]] = {}
     for g in host.gpus:
         if len(held.get(g, [])) < MAX_WORKERS_PER_GPU:

@@ -33,7 +33,8 @@ import scipy.sparse as sp
 
 from dlsched.catalog.colocation import ColocationTable
 from dlsched.core import ClusterView, Decision, JobView, Placement
-from dlsched.core.packing import PackingState, min_nodes
+from dlsched.core.packing import PackingState
+from dlsched.policies.packing import subset_on_fewest_nodes
 from dlsched.policies.placement import packed_on_fewest_nodes, start_placement
 from dlsched.policies.stages import AllocationStage, AllocationTraits, Demand, PlacementStage, Plan
 from dlsched.solvers.highs import INF, SparseProblem, solve_sparse
@@ -160,7 +161,7 @@ class GavelPackingPlacement(PlacementStage):
             job = d.job.job_id
             if partner is not None and partner in placed:
                 host = placed[partner]
-                gpus = host if len(host) == d.num_gpus else _part_of(cluster, host, d.num_gpus)
+                gpus = host if len(host) == d.num_gpus else subset_on_fewest_nodes(cluster, host, d.num_gpus)
                 if gpus is not None and state.problem_if_added(job, gpus) is None:
                     placed[job] = gpus
                     state.add(job, gpus)
@@ -179,17 +180,3 @@ class GavelPackingPlacement(PlacementStage):
             if d.job.job_id in placed and d.job.job_id not in decision.allocations:
                 decision.place(d.job.job_id, placed[d.job.job_id], d.batch_size)
         return decision
-
-
-def _part_of(cluster, host: Placement, k: int) -> Placement | None:
-    """``k`` of the host's GPUs on the fewest nodes (most of the host's GPUs per node first)."""
-    by_node: dict[int, list[int]] = {}
-    for g in host.gpus:
-        by_node.setdefault(int(cluster.gpu_node[g]), []).append(g)
-    chosen: list[int] = []
-    for _, gpus in sorted(by_node.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        chosen += gpus[: k - len(chosen)]
-        if len(chosen) == k:
-            break
-    p = Placement.of(chosen)
-    return p if len(chosen) == k and p.num_nodes(cluster) <= min_nodes(cluster, cluster.gpu_type_of[chosen[0]], k) else None
