@@ -144,12 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="also write the measurements, with provenance, to this JSON file")
     args = ap.parse_args(argv)
-    from dlsched.outputs import check_output_file
-    from dlsched.sim.about import finish_measurements, provenance
+    from dlsched.sim.about import begin_measurements, finish_measurements
 
-    if args.out:
-        check_output_file(args.out, "--out")
-    provenance()  # the code as it is at the start
+    begin_measurements(args.out)
     rows = []
     for n in (int(x) for x in args.sizes.split(",")):
         for name in ("pm-first", "pal"):

@@ -185,6 +185,16 @@ def provenance(configs: Sequence[dict[str, Any]] | None = None) -> dict[str, Any
     return out
 
 
+def begin_measurements(out: Any) -> None:
+    """How a benchmark starts: a bad ``--out`` is refused before anything is measured, and the code's state
+    is read now (:func:`code_state` is computed once per process), so the result names the code that ran."""
+    from dlsched.outputs import check_output_file
+
+    if out:
+        check_output_file(out, "--out")
+    provenance()
+
+
 def finish_measurements(rows: Sequence[dict[str, Any]], out: Any, experiment: str, args: Any) -> None:
     """How a benchmark ends: one JSON object per line per measurement on stdout (for programs to read) and,
     when ``out`` is a path, a result file with the provenance, the arguments and the measurements (``runs``),

@@ -19,6 +19,7 @@ row per resource), keeps what it learnt for the next round, and ends with the th
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -60,7 +61,7 @@ class OutOfTime(Exception):
     """A method passed its round's time budget."""
 
 
-class Method:
+class Method(ABC):
     """A warm-started solver of a differential assignment problem (subclasses keep their own state).
 
     :meth:`solve` takes an optional time budget: a method that has not finished within it stops, and the
@@ -80,9 +81,9 @@ class Method:
         #: The last allocation: per job key, the offset of its option within its row.
         self._last: dict[Hashable, int] = {}
 
+    @abstractmethod
     def relax(self) -> tuple[np.ndarray, float, float, float, dict[str, float]]:
         """The relaxation's weights per slot, its value (nan if unknown), sync and solve seconds, info."""
-        raise NotImplementedError
 
     def _check(self) -> None:
         """Raise :class:`OutOfTime` past the deadline (iterative methods call it between steps)."""

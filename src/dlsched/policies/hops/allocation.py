@@ -310,7 +310,8 @@ class HopsAllocation(EstimatingAllocation):
         """The priority-weighted ILP (eqs. 11-13) of ``window`` over the ``idle`` GPUs of each server."""
         # Server classes merge servers the planner cannot tell apart; once the estimator's server layer tells
         # some apart (their records differ from their type's), the exact ILP prices them one by one.
-        if self.server_classes and not self._known_servers(window):
+        known = self._known_servers(window)
+        if self.server_classes and not known:
             return self._plan_classes(view, window, prios, idle)
         cluster = view.cluster
         weights = priority_weights(prios, self.lambda_fairness)
@@ -343,7 +344,7 @@ class HopsAllocation(EstimatingAllocation):
                               shape=(len(cluster.nodes), len(configs)))
         problem = MultiResourceProblem(group=np.array(group), usage=usage, value=np.array(values),
                                        capacity=idle.astype(float), num_groups=len(window),
-                                       ordered=_interchangeable(view, window, idle, self._known_servers(window)))
+                                       ordered=_interchangeable(view, window, idle, known))
         result = solve_multi_assignment(problem, mip_rel_gap=self.mip_rel_gap, time_limit_s=self.time_limit_s)
         for i, o in enumerate(result.choice.tolist()):
             if o < 0:
