@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--reuse-real", action="store_true",
                         help="refit and resimulate the real runs recorded in the result file (--out)")
+    parser.add_argument("--overhead", choices=("fixed", "stretch"), default="fixed",
+                        help="how the runtime's per-round costs enter the fitted world (dlsched.runtime.fit)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     from dlsched.runtime.fit import fit_and_simulate
@@ -133,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                                                 "trace": trace, "real": real, "real_provenance": real_made_by},
                                                indent=1) + "\n")
     # one world from every real run's reports; a policy whose real run is missing is simulated only
-    fitted = fit_and_simulate(trace, {p: real[p] for p in policies if p in real}, policies, ROUND_S)
+    fitted = fit_and_simulate(trace, {p: real[p] for p in policies if p in real}, policies, ROUND_S,
+                              overhead_mode=args.overhead)
     configs = [fitted["simulated"][p]["config"] for p in policies]
     result: dict[str, Any] = {**provenance(configs), "experiment": "runtime_fidelity", "scale": scale,
                               "round_s": ROUND_S, "target": TARGET, "trace": trace, "real": real,
@@ -168,9 +171,18 @@ def tables(data: dict[str, Any]) -> dict[str, str]:
     quality = "; ".join(f"{m} {q['rows']} rows, median error {100 * q['median_rel_err']:.0f}%, p90 "
                         f"{100 * q['p90_rel_err']:.0f}%" for m, q in fit["models"].items())
     factors = ", ".join(f"{t} {f:.2f}" for t, f in sorted(fit["type_factor"].items(), key=lambda kv: kv[1]))
-    overhead = ", ".join(f"{m} {f:.2f}" for m, f in sorted(fit["round_overhead"].items()))
     fitted = [f"Step-time fit: {quality}.", f"Fitted time factor per GPU type (reference {fit['reference_type']}): "
-              f"{factors}.", f"Round length over the time of its steps: {overhead}."]
+              f"{factors}."]
+    if fit.get("overhead_mode", "stretch") == "stretch":
+        overhead = ", ".join(f"{m} {f:.2f}" for m, f in sorted(fit["round_overhead"].items()))
+        fitted.append(f"Per-round costs as a stretch of the step time (round length over the time of its "
+                      f"steps): {overhead}.")
+    else:
+        overhead = ", ".join(f"{m} {o['restart_delay_s']:.1f} s / {o['round_overhead_s']:.1f} s"
+                             for m, o in sorted(fit["fixed_overhead"].items()))
+        fitted.append(f"Per-round costs as fixed times (first round / every later round, median time held "
+                      f"without stepping): {overhead}; simulated rounds of {data['sim_round_s']:.1f} s, the real "
+                      f"runs' average.")
     return {"comparison": "\n".join(lines), "fit": "\n".join(fitted)}
 
 

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dlsched.core import InputError
-from dlsched.runtime.fit import fit_and_simulate, fit_profiles, fit_step_times, model_name, round_overheads
+from dlsched.runtime.fit import (fit_and_simulate, fit_profiles, fit_step_times, fixed_overheads, mean_round_s,
+                                 model_name, round_overheads, trace_rows)
 from dlsched.sim.config import RunConfig
 from dlsched.world.fitted import load_profiles
 
@@ -37,13 +38,15 @@ def _run(noise: float = 1.0, overhead: float = 1.25, jobs: tuple[str, ...] = ("a
     models = {"a": "mlp", "b": "resnet"}
     obs = {j: [_obs(models[j], g, k, b, noise if (k + b) % 2 else 1.0) for g in FACTOR for k in (1, 2, 4)
                for b in (16, 32, 64)] for j in jobs}
-    reports = {j: [{"done": False, "steps": 50, "step_time_s": 0.1, "round_wall_s": 5.0 * overhead, "wall_s": 4.0},
-                   {"done": True, "steps": 3, "step_time_s": 0.1, "round_wall_s": 20.0, "wall_s": 0.3 * overhead}]
+    reports = {j: [{"done": False, "steps": 50, "step_time_s": 0.1, "round_wall_s": 5.0 * overhead, "wall_s": 4.0,
+                    "resumed_step": 0},
+                   {"done": True, "steps": 3, "step_time_s": 0.1, "round_wall_s": 20.0, "wall_s": 0.3 * overhead,
+                    "resumed_step": 50}]
                for j in obs}
     grads = {j: [{"time_s": 0.0, "batch_size": 32, "grad_sqr": 2.0, "grad_var": v} for v in (5.0, 6.0, 7.0)]
              for j in obs}
     return {"throughput_obs": obs, "gradient_obs": grads, "reports": reports,
-            "summary": {"avg_jct_s": 100.0, "makespan_s": 200.0}}
+            "summary": {"avg_jct_s": 100.0, "makespan_s": 200.0}, "round_starts_s": [0.0, 21.0, 44.0]}
 
 
 def test_the_fit_recovers_step_times_and_type_factors():
@@ -84,7 +87,7 @@ def test_round_overheads_count_the_last_round_by_the_workers_time():
 
 
 def test_profiles_give_each_job_its_work_batches_and_stretched_step_times(tmp_path):
-    profiles = fit_profiles(JOBS, [_run()])
+    profiles = fit_profiles(JOBS, [_run()], "stretch")
     m = profiles["models"][model_name("b")]
     assert m["target_samples"] == 2048 * 3 and (m["init_batch"], m["max_batch"]) == (32, 128)
     assert (m["grad_sqr"], m["grad_var"]) == (2.0, 6.0)
@@ -101,6 +104,66 @@ def test_profiles_give_each_job_its_work_batches_and_stretched_step_times(tmp_pa
     assert step == pytest.approx(want, rel=1e-3)
     # efficiency from Pollux's formula with phi = grad_var / grad_sqr = 3
     assert fitted.efficiency.efficiency(model_name("b"), 64, 0.0) == pytest.approx(4.0 / 5.0, rel=1e-3)
+
+
+def test_fixed_overheads_are_the_first_and_later_rounds_time_without_steps():
+    """First round: held 6.25 s (the round), stepped 5 s; last round: the worker's 0.375 s for 0.3 s of steps."""
+    got = fixed_overheads([_run(overhead=1.25)], {"a": "mlp", "b": "resnet"})
+    for m in ("mlp", "resnet"):
+        assert got[m]["restart_delay_s"] == pytest.approx(1.25)
+        assert got[m]["round_overhead_s"] == pytest.approx(0.075)
+    profiles = fit_profiles(JOBS, [_run(overhead=1.25)])
+    m = profiles["models"][model_name("b")]
+    assert (m["restart_delay_s"], m["round_overhead_s"]) == (pytest.approx(1.25), pytest.approx(0.075))
+    # fixed costs do not also stretch the step times
+    t4 = m["step_time"]["t4"]
+    assert t4["alpha_c"] + t4["beta_c"] * 32 == pytest.approx(_step("resnet", "t4", 1, 32), rel=1e-3)
+
+
+def test_the_simulated_round_is_as_long_as_the_real_runs_rounds_were():
+    assert mean_round_s([_run()], 20.0) == pytest.approx(22.0)
+    assert mean_round_s([{"round_starts_s": [0.0]}], 20.0) == 20.0
+    assert mean_round_s([{"round_starts_s": [0.0, 10.0]}], 20.0) == 20.0  # never shorter than asked
+
+
+def _one_model_profiles(tmp_path, round_overhead_s: float) -> tuple[str, str, str]:
+    """One runtime job whose one-GPU step takes 1 s at batch 10 (10 samples/s on t4), 300 samples of work,
+    on a cluster of one t4."""
+    from dlsched.traces.schema import write_trace
+
+    job = {"job_id": "j", "model": "mlp", "gpus": 1, "samples": 150, "epochs": 2, "init_batch": 10,
+           "max_batch": 10, "submit_s": 0.0}
+    model = {"target_samples": 300, "init_batch": 10, "max_batch": 10, "grad_sqr": 1.0, "grad_var": 0.0,
+             "round_overhead_s": round_overhead_s,
+             "step_time": {"t4": {"alpha_c": 1.0, "beta_c": 0.0, "max_local_bsz": 10}}}
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps({"models": {model_name("j"): model}}))
+    trace = write_trace(trace_rows([job]), tmp_path / "trace.csv")
+    cluster = tmp_path / "one-t4.yaml"
+    cluster.write_text("name: one-t4\nnodes:\n  - {gpu_type: t4, count: 1, gpus_per_node: 1}\n")
+    return str(path), str(trace), str(cluster)
+
+
+@pytest.mark.parametrize(("overhead", "finish"), [(0.0, 30.0), (5.0, 35.0), (4.0, 34.0)])
+def test_a_job_pays_its_round_overhead_every_round_it_keeps_its_gpus(tmp_path, overhead, finish):
+    """30 s of steps in rounds of 20 s: the second round starts with the overhead before the last 10 s."""
+    from dlsched.sim.run import simulate
+
+    profiles, trace, cluster = _one_model_profiles(tmp_path, overhead)
+    res = simulate(RunConfig(cluster=cluster, trace=trace, policy="fifo", round_s=20.0,
+                             world={"profiles": profiles, "variability": False}))
+    (job,) = res.jobs
+    assert job.finish_s - job.start_s == pytest.approx(finish, abs=0.01)
+
+
+def test_a_round_overhead_as_long_as_the_round_is_refused_before_the_run(tmp_path):
+    from dlsched.sim.run import simulate
+
+    profiles, trace, cluster = _one_model_profiles(tmp_path, 20.0)
+    with pytest.raises(InputError, match="could never progress") as err:
+        simulate(RunConfig(cluster=cluster, trace=trace, policy="fifo", round_s=20.0,
+                           world={"profiles": profiles, "variability": False}))
+    assert "round_overhead_s" in str(err.value)
 
 
 def test_target_loss_jobs_cannot_be_simulated():

@@ -11,10 +11,18 @@ must learn the jobs from their reports alone, never from when they finished.
   in one does (``alpha_n = alpha_r``, ``beta_n = beta_r``).
 * Per-round overhead: every round a runtime job's workers load data, model and checkpoint and form their
   process group before the first step, write checkpoints between steps, and Ray starts new workers when a
-  job moves. The time the jobs of a model held their GPUs (the rounds' wall-clock lengths; in a job's last
-  round the worker's own time) over the time of the steps they reported gives, per model, the factor by
-  which the fitted step times are stretched (the restart delay is 0, since the rounds that follow restarts
-  are among those measured).
+  job starts or moves; between rounds the driver collects reports, decides and launches. Two ways to carry
+  this into the world (``overhead=``):
+
+  - ``fixed`` (default): costs in time, as the runtime pays them. Per model, the median time its jobs held
+    their GPUs without stepping in their first round (the round's wall-clock length, or in a job's last
+    round the worker's own time, minus the time of the steps reported) is its ``restart_delay_s``, and the
+    same median over its later rounds its ``round_overhead_s``, paid every round; the simulated round is
+    as long as the real runs' rounds were on average (``round_s`` plus the driver's time between rounds).
+    A job that lasts a round or two pays what the real one paid.
+  - ``stretch``: that held time over the time of the steps, per model, stretches every fitted step time,
+    with no restart delay and rounds of the nominal length. Right on average over long jobs; a job that
+    lasts a round or two is made too short, since its real time is mostly the start-up.
 * Gradient statistics: each job's median reported ``grad_sqr`` and ``grad_var`` (the noise of its initial
   batch) give its statistical efficiency, by which the simulated job chooses its batch as the real one did.
 * Work: the job's own request, ``epochs * samples`` samples (target-loss jobs are refused: their work is
@@ -110,6 +118,46 @@ def fit_step_times(obs: Mapping[str, list[dict]]) -> tuple[dict[str, dict[str, f
     return params, {t: float(factor[types.index(t)]) for t in types}, {"reference_type": ref, "models": quality}
 
 
+#: How the runtime's per-round costs enter the fitted world (see the module docstring).
+OVERHEAD_MODES = ("fixed", "stretch")
+
+
+def _held_and_stepped(report: Mapping[str, Any]) -> tuple[float, float]:
+    """(time the job held its GPUs in a round, time of the steps it reported in it): the round's wall-clock
+    length, or in the round a job finished, the worker's own time (the round goes on without it)."""
+    held = float(report["wall_s"] if report["done"] else report["round_wall_s"])
+    return held, report["steps"] * float(report["step_time_s"])
+
+
+def fixed_overheads(runs: Sequence[Mapping[str, Any]],
+                    job_model: Mapping[str, str]) -> dict[str, dict[str, float]]:
+    """Per model, the median time held without stepping in a job's first round (``restart_delay_s``) and
+    in its later rounds (``round_overhead_s``)."""
+    first: dict[str, list[float]] = defaultdict(list)
+    later: dict[str, list[float]] = defaultdict(list)
+    for run in runs:
+        for job_id, reports in run["reports"].items():
+            for r in reports:
+                if r["steps"] <= 0 or "round_wall_s" not in r:
+                    continue
+                held, stepped = _held_and_stepped(r)
+                (first if r["resumed_step"] == 0 else later)[job_model[job_id]].append(max(0.0, held - stepped))
+    out = {}
+    for m in sorted(set(first) | set(later)):
+        start = statistics.median(first[m]) if first[m] else statistics.median(later[m])
+        out[m] = {"restart_delay_s": start,
+                  "round_overhead_s": statistics.median(later[m]) if later[m] else 0.0}
+    return out
+
+
+def mean_round_s(runs: Sequence[Mapping[str, Any]], nominal_s: float) -> float:
+    """The real runs' average round length (the time between round starts), ``nominal_s`` when no run
+    has two rounds: the driver's own time between rounds is time every job waits."""
+    gaps = [b - a for run in runs for a, b in zip(run.get("round_starts_s", [])[:-1],
+                                                   run.get("round_starts_s", [])[1:], strict=True)]
+    return max(nominal_s, statistics.fmean(gaps)) if gaps else nominal_s
+
+
 def round_overheads(runs: Sequence[Mapping[str, Any]], job_model: Mapping[str, str]) -> dict[str, float]:
     """Per model, the time its jobs held their GPUs over the time of the steps they took: the round's
     wall-clock length, or in the round a job finished, the worker's own time for the round (the round
@@ -121,8 +169,9 @@ def round_overheads(runs: Sequence[Mapping[str, Any]], job_model: Mapping[str, s
             for r in reports:
                 if r["steps"] <= 0 or "round_wall_s" not in r:
                     continue
-                wall[job_model[job_id]] += float(r["wall_s"] if r["done"] else r["round_wall_s"])
-                busy[job_model[job_id]] += r["steps"] * float(r["step_time_s"])
+                held, stepped = _held_and_stepped(r)
+                wall[job_model[job_id]] += held
+                busy[job_model[job_id]] += stepped
     return {m: max(1.0, wall[m] / busy[m]) for m in busy if busy[m] > 0}
 
 
@@ -136,12 +185,17 @@ def gradient_stats(runs: Sequence[Mapping[str, Any]], job_id: str) -> tuple[floa
     return float(statistics.median(sqr)), float(statistics.median(var))
 
 
-def fit_profiles(jobs: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def fit_profiles(jobs: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]],
+                 overhead_mode: str = "fixed") -> dict[str, Any]:
     """The profiles file (:mod:`dlsched.world.fitted`) of a runtime trace's jobs, from the runs' reports,
     with a ``fit`` section saying how well the step times were fitted and what was found."""
+    if overhead_mode not in OVERHEAD_MODES:
+        raise InputError(f"unknown overhead mode '{overhead_mode}' (known: {', '.join(OVERHEAD_MODES)})",
+                         field="overhead")
     job_model = {j["job_id"]: j["model"] for j in jobs}
     params, factor, quality = fit_step_times(_observations(runs, job_model))
-    overhead = round_overheads(runs, job_model)
+    fixed = fixed_overheads(runs, job_model) if overhead_mode == "fixed" else {}
+    overhead = round_overheads(runs, job_model) if overhead_mode == "stretch" else {}
     models: dict[str, Any] = {}
     for j in jobs:
         if j.get("epochs") is None:
@@ -163,11 +217,13 @@ def fit_profiles(jobs: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, 
         models[model_name(j["job_id"])] = {
             "work": "samples", "target_samples": float(j["samples"]) * float(j["epochs"]),
             "init_batch": int(j["init_batch"]), "max_batch": int(j["max_batch"]), "grad_sqr": sqr,
-            "grad_var": var, "restart_delay_s": 0.0, "step_time": step_time}
+            "grad_var": var, "step_time": step_time,
+            "restart_delay_s": fixed.get(arch, {}).get("restart_delay_s", 0.0),
+            "round_overhead_s": fixed.get(arch, {}).get("round_overhead_s", 0.0)}
     return {"_source": "fitted by dlsched.runtime.fit to the step times, gradient statistics and round timings "
                        "the runtime's jobs reported",
-            "fit": {**quality, "type_factor": factor, "round_overhead": overhead, "models": quality["models"],
-                    "step_params": params},
+            "fit": {**quality, "type_factor": factor, "overhead_mode": overhead_mode, "round_overhead": overhead,
+                    "fixed_overhead": fixed, "models": quality["models"], "step_params": params},
             "models": models}
 
 
@@ -218,12 +274,16 @@ def simulate_fitted(jobs: Sequence[Mapping[str, Any]], profiles: Mapping[str, An
 
 
 def fit_and_simulate(trace: Mapping[str, Any], real: Mapping[str, Mapping[str, Any]], policies: Sequence[str],
-                     round_s: float, *, profile_batches: int = 3, profile_steps: int = 2) -> dict[str, Any]:
+                     round_s: float, *, profile_batches: int = 3, profile_steps: int = 2,
+                     overhead_mode: str = "fixed") -> dict[str, Any]:
     """Fit one world to every real run's reports, simulate the trace under each policy in it and compare
     average JCT and makespan with the real runs (a policy without a real run is simulated only: its row has
-    no real value)."""
+    no real value). ``round_s`` is the runtime's nominal round; under ``overhead_mode="fixed"`` the
+    simulated round is the real runs' average (``sim_round_s`` in the result)."""
     jobs = trace["jobs"]
-    profiles = fit_profiles(jobs, list(real.values()))
+    profiles = fit_profiles(jobs, list(real.values()), overhead_mode)
+    if overhead_mode == "fixed":
+        round_s = mean_round_s(list(real.values()), round_s)
     simulated: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="dlsched-fit-") as tmp:
         for policy in policies:
@@ -243,4 +303,4 @@ def fit_and_simulate(trace: Mapping[str, Any], real: Mapping[str, Mapping[str, A
         # the profiles file was temporary; its models are recorded with the result
         sim["config"]["world"]["profiles"] = "the fitted profiles recorded with this result"
 
-    return {"profiles": profiles, "simulated": simulated, "comparison": rows}
+    return {"profiles": profiles, "simulated": simulated, "comparison": rows, "sim_round_s": round_s}

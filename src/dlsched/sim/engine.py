@@ -300,6 +300,8 @@ class Engine:
                 # a coordinator's search paused the job, and switching a worker's share restriction pauses
                 # it again: the pauses follow one another (no restart, no progress)
                 pause = alloc.pause_s if alloc is not None and new_place else 0.0
+                if new_place:  # a job that restarts its workers every round pays their start-up each round
+                    pause += st.phys.round_overhead_s
                 if new_place and full_pct(mps, len(new_place)) != full_pct(j.mps_pct, len(new_place)):
                     pause += self.world.config.share_change_s
                 if pause > 0:

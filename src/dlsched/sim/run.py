@@ -135,6 +135,7 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
         world = World(cluster, resolved.world_config(), seed=world_seed)
         specs, trace_name = load_jobs(resolved, cluster)
         assert resolved.round_s is not None  # resolve() fills it from the preset
+        _check_round_overheads(world, float(resolved.round_s))
         sim_cfg = SimConfig(round_s=float(resolved.round_s), seed=config.seed,
                             max_time_s=config.max_time_s, stall_rounds=config.stall_rounds,
                             ftf=config.ftf.definition(), charge_policy_time=config.charge_policy_time)
@@ -226,6 +227,15 @@ def attach_oracle(scheduler: Scheduler, world: World, engine: Engine) -> None:
         from dlsched.sim.monitor import WorldMonitor
 
         scheduler.attach_monitor(WorldMonitor(world))  # type: ignore[attr-defined]
+
+
+def _check_round_overheads(world: World, round_s: float) -> None:
+    """Refuse a profiles file whose jobs would spend every round starting up: they could never progress."""
+    worst = world.throughput.largest_round_overhead()
+    if worst is not None and worst[1] >= round_s:
+        raise InputError(f"model '{worst[0]}' spends {worst[1]:g} s of every round before its first step, not "
+                         f"less than the round ({round_s:g} s): its jobs could never progress",
+                         source=world.config.profiles, field="round_overhead_s")
 
 
 def default_round_s(policy: str) -> float:

@@ -135,6 +135,8 @@ class JobPhysics(ABC):
     #: total work in the physics' own units
     total_work: float = 1.0
     restart_delay_s: float = 0.0
+    #: Paid every round the job keeps its GPUs (a fixed start-up cost of each round, no progress meanwhile).
+    round_overhead_s: float = 0.0
     perf_class: str = DEFAULT_CLASS
 
     @abstractmethod
@@ -176,6 +178,7 @@ class AdaptiveJobPhysics(JobPhysics):
         self.total_work = eff.target_progress(spec.model)
         fitted = world.throughput.restart_delay_s(spec.model)
         self.restart_delay_s = world.calibration.restart_delay_s(spec.model, fitted) * world.config.restart_delay_scale
+        self.round_overhead_s = world.throughput.round_overhead_s(spec.model)
         #: Factor on every iteration's time from the world's calibration profile (1: as profiled).
         self.slowdown = world.calibration.slowdown(spec.model)
         self.perf_class = world.speeds.class_of(spec.model)

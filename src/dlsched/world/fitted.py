@@ -13,7 +13,8 @@ compared with it. Each model gives:
 * its work: ``target_samples`` with ``work: samples`` (the job stops after this many samples whatever its
   batch, as the runtime's epoch-bound jobs do) or ``work: progress`` (statistical progress, as the packaged
   models count it);
-* ``restart_delay_s``, paid on every (re)start.
+* ``restart_delay_s``, paid on every (re)start, and ``round_overhead_s``, paid every round the job keeps its
+  GPUs (the runtime's workers reload their checkpoint at the start of each round).
 
 Model names must not collide with the packaged ones: a file extends the world, it never changes a profiled
 model behind an experiment's back.
@@ -79,6 +80,7 @@ class FittedModel(BaseModel):
     grad_sqr: float = Field(gt=0.0)
     grad_var: float = Field(ge=0.0)
     restart_delay_s: float = Field(0.0, ge=0.0, le=86400.0)
+    round_overhead_s: float = Field(0.0, ge=0.0, le=3600.0)
     step_time: dict[str, StepTimeParams] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -150,6 +152,7 @@ def load_profiles(path: str) -> FittedProfiles:
                                                     if k in PARAM_NAMES or k == "max_local_bsz"}, "stages": 1}
                                 for gpu, params in m.step_time.items()}
         tput["restart_delay_s"][name] = m.restart_delay_s
+        tput.setdefault("round_overhead_s", {})[name] = m.round_overhead_s
         effs["models"][name] = efficiency_entry(m)
     return FittedProfiles(throughput=ThroughputModel(tput), efficiency=EfficiencyModel(effs),
                           sample_models=frozenset(n for n, m in profiles.models.items() if m.work == "samples"))

@@ -117,6 +117,7 @@ class ThroughputModel:
                                          if not k.startswith("_")}
         self._restart: dict[str, float] = {k: float(v) for k, v in params["restart_delay_s"].items()
                                            if not k.startswith("_")}
+        self._round_overhead: dict[str, float] = {k: float(v) for k, v in params.get("round_overhead_s", {}).items()}
         for name, spec in params.get("derived_types", {}).items():
             self._derive(name, spec)
         self._best_cache: dict[tuple, BatchChoice | None] = {}
@@ -173,6 +174,18 @@ class ThroughputModel:
     def restart_delay_s(self, model: str) -> float:
         """Checkpoint-restore delay of a model, paid on every (re)start or reallocation."""
         return self._restart.get(model, self._restart.get("default", 0.0))
+
+    def round_overhead_s(self, model: str) -> float:
+        """Time a model's job spends every round before its first step even when it keeps its GPUs (0 for
+        the profiled models; the runtime's jobs reload their checkpoint each round, :mod:`dlsched.world.fitted`)."""
+        return self._round_overhead.get(model, 0.0)
+
+    def largest_round_overhead(self) -> tuple[str, float] | None:
+        """The model with the largest per-round overhead and that overhead (None: no model has one)."""
+        if not self._round_overhead:
+            return None
+        name = max(self._round_overhead, key=lambda m: (self._round_overhead[m], m))
+        return name, self._round_overhead[name]
 
     def max_local_bsz(self, model: str, gpu_type: str) -> int:
         """Largest per-GPU micro-batch that fits in the GPU's memory (largest profiled)."""
