@@ -9,8 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dlsched.core import InputError
-from dlsched.runtime.fit import (fit_and_simulate, fit_profiles, fit_step_times, fixed_overheads, mean_round_s,
-                                 model_name, round_overheads, trace_rows)
+from dlsched.runtime.fit import (
+    fit_and_simulate,
+    fit_profiles,
+    fit_step_times,
+    fixed_overheads,
+    mean_round_s,
+    model_name,
+    round_overheads,
+    trace_rows,
+)
 from dlsched.sim.config import RunConfig
 from dlsched.world.fitted import load_profiles
 
