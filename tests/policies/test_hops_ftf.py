@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_hops import TableEstimator, job, planner
 from typer.testing import CliRunner
 
 from dlsched.cli import app
 from dlsched.core import ClusterView, Placement
 from dlsched.policies import build_scheduler
 from dlsched.policies.hops.ordering import FinishTimeFairness, LatencyRatio, projected_ftf
-from test_hops import TableEstimator, job, planner
 from testkit import small_cluster
 
 
