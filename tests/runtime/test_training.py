@@ -81,3 +81,14 @@ def test_unequal_shares_split_every_sample_once(total, weights):
     counts = split_counts(total, shares)
     assert sum(counts) == total and all(c >= 0 for c in counts)
     assert all(abs(c - total * s) < 1.0 + 1e-9 for c, s in zip(counts, shares, strict=True))
+
+
+def test_a_round_trains_at_the_rate_its_plan_names_else_at_adascales(tmp_path: Path):
+    """Hops's per-count rates reach the optimiser as given; without one AdaScale scales the base rate."""
+    spec = TrainSpec(job_id="j", model="mlp", samples=256, init_batch=16, max_batch=128, epochs=1, lr=0.05)
+    given = train_round(spec, WorkerPlan(0, 1, "", 16, (1.0,), budget_s=120, lr=0.0123), tmp_path / "a")
+    assert given.lr == 0.0123
+    _, _, optimiser = load_checkpoint(tmp_path / "a")
+    assert optimiser["param_groups"][0]["lr"] == 0.0123
+    adapted = train_round(spec, WorkerPlan(0, 1, "", 64, (1.0,), budget_s=120), tmp_path / "b")
+    assert adapted.lr >= 0.05  # AdaScale's gain is at least 1 for a batch above the initial one

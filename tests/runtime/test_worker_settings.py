@@ -36,3 +36,19 @@ def test_mps_limits_per_worker_share_or_none():
     assert worker_mps_percent((), 0.5, 3) == [50, 50, 50]
     assert worker_mps_percent((), 1.0, 2) == [None, None]
     assert worker_mps_percent((40,), 1.0, 2) == [None, None]
+
+
+def test_a_runtime_job_hands_its_per_count_rates_to_the_scheduler_and_workers():
+    """The rate each world size trains at is the JobSpec's rule applied to the user's rates."""
+    from pydantic import ValidationError
+
+    from dlsched.runtime.workload import RuntimeJob
+
+    job = RuntimeJob(job_id="j", model="mlp", gpus=2, max_gpus=8, epochs=1, learning_rates={2: 0.1},
+                     lr_scaling="sqrt")
+    spec = job.job_spec()
+    assert spec.learning_rates == ((2, 0.1),)
+    assert [spec.learning_rate(k) for k in (1, 2, 8)] == pytest.approx([0.1 / math.sqrt(2), 0.1, 0.2])
+    assert RuntimeJob(job_id="k", model="mlp", epochs=1).job_spec().learning_rate(4) is None
+    with pytest.raises(ValidationError, match="outside the job's counts"):
+        RuntimeJob(job_id="j", model="mlp", gpus=2, max_gpus=8, epochs=1, learning_rates={16: 0.1})

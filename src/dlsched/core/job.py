@@ -15,6 +15,7 @@ requirement for rigid ones.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 
 from dlsched.core.placement import Placement
@@ -58,6 +59,11 @@ class JobSpec:
     gpu_counts: tuple[int, ...] = ()
     #: Fixed per-GPU batch mode: ``batch_size`` is per GPU and the global batch grows with the count.
     per_gpu_batch: bool = False
+    #: Learning rates the user gives per GPU count, ``((count, rate), ...)`` ascending by count (Hops: one per
+    #: requirement, or one for a single requirement and a scaling rule for the rest); empty: none given.
+    learning_rates: tuple[tuple[int, float], ...] = ()
+    #: How a count without a rate of its own gets one (:data:`LR_SCALING_RULES`; see :meth:`learning_rate`).
+    lr_scaling: str = "linear"
     #: Where the job came from (``file:line``), so later errors can name the input line.
     origin: str | None = None
 
@@ -94,6 +100,28 @@ class JobSpec:
 
     def allows_gpu_type(self, gtype: str) -> bool:
         return not self.gpu_types or gtype in self.gpu_types
+
+    def learning_rate(self, k: int) -> float | None:
+        """The learning rate to train at on ``k`` GPUs (None: the job gives none, its trainer decides).
+
+        A count the user gave a rate for trains at it; another takes the rate of the nearest given count
+        below it (else the smallest given) scaled by ``lr_scaling``: ``k / k0`` or ``sqrt(k / k0)``. With
+        a fixed per-GPU batch the global batch grows with the count, which is what the rules scale for.
+        """
+        if not self.learning_rates:
+            return None
+        given = dict(self.learning_rates)
+        if k in given:
+            return given[k]
+        below = [c for c in given if c <= k]
+        k0 = max(below) if below else min(given)
+        ratio = k / k0
+        return given[k0] * (ratio if self.lr_scaling == "linear" else math.sqrt(ratio))
+
+
+#: Rules that give a GPU count without a rate of its own one from a rate the user gave (Hops section 2.2):
+#: ``linear`` scales the rate with the count (Goyal et al.), ``sqrt`` with its square root (Krizhevsky).
+LR_SCALING_RULES = ("linear", "sqrt")
 
 
 class JobStatus(enum.StrEnum):

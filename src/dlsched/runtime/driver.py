@@ -327,7 +327,7 @@ class RuntimeRun:
                                           "shares": worker_shares(live.batch_split, n),
                                           "slowdown": self.slowdown[gtype], "budget_s": budget_s,
                                           "checkpoint_every": self.options.checkpoint_every,
-                                          "mps_percent": mps[r]},
+                                          "mps_percent": mps[r], "lr": live.spec.learning_rate(n)},
                                    str(self.ckpt_dir(job_id)))
                 for r, actor in enumerate(live.actors)]
         return calls

@@ -86,6 +86,9 @@ class WorkerPlan:
     checkpoint_every: int = 20
     #: CUDA MPS active-thread percentage for this worker's process (GPUs only; None: whole GPU).
     mps_percent: int | None = None
+    #: The learning rate the job's user gives for this world size (Hops's per-count rates or scaling rule);
+    #: None: the job's base rate, adapted to the batch by AdaScale's gain.
+    lr: float | None = None
 
 
 @dataclass
@@ -109,6 +112,8 @@ class RoundReport:
     grad_var: float | None
     progress_fraction: float
     wall_s: float
+    #: The learning rate of the round's last step (the user's rate for this world size, or AdaScale's).
+    lr: float = 0.0
 
 
 @dataclass
@@ -236,6 +241,7 @@ def _train(spec: TrainSpec, plan: WorkerPlan, ckpt_dir: str | Path, device: torc
     step_times: list[float] = []
     sync_times: list[float] = []
     local_max = 0
+    used_lr = plan.lr if plan.lr is not None else spec.lr
     last_loss: float | None = None
     batch = plan.batch_size
     while not state.done:
@@ -274,8 +280,9 @@ def _train(spec: TrainSpec, plan: WorkerPlan, ckpt_dir: str | Path, device: torc
             offset += n
         gain = adascale_gain(take, spec.init_batch, state.grad_sqr,
                              None if state.noise is None else state.noise / spec.init_batch)
+        used_lr = plan.lr if plan.lr is not None else spec.lr * gain
         for group in optimizer.param_groups:
-            group["lr"] = spec.lr * gain
+            group["lr"] = used_lr
         optimizer.step()
         # statistics of this step: E|g_b|^2 = |G|^2 + S/b over the halves (b = their sizes) and the whole
         global_sq = float(mean_grad.square().sum())
@@ -316,4 +323,4 @@ def _train(spec: TrainSpec, plan: WorkerPlan, ckpt_dir: str | Path, device: torc
         step_time_s=sum(step_times) / len(step_times) if step_times else 0.0,
         sync_time_s=sum(sync_times) / len(sync_times) if sync_times else 0.0,
         grad_sqr=state.grad_sqr, grad_var=None if state.noise is None else state.noise / spec.init_batch,
-        progress_fraction=progress_fraction(spec, state), wall_s=time.monotonic() - t_start)
+        progress_fraction=progress_fraction(spec, state), wall_s=time.monotonic() - t_start, lr=used_lr)

@@ -42,6 +42,10 @@ class RuntimeJob(BaseModel):
     init_batch: int = Field(32, ge=1, le=65536)
     max_batch: int = Field(256, ge=1, le=65536)
     lr: float = Field(0.05, gt=0.0, le=10.0)
+    #: Learning rates per GPU count the user gives (Hops section 2.2); a count without one takes the rate of
+    #: the nearest given count below it scaled by ``lr_scaling``. None: ``lr``, adapted by AdaScale.
+    learning_rates: dict[int, float] | None = None
+    lr_scaling: Literal["linear", "sqrt"] = "linear"
     epochs: float | None = Field(None, gt=0.0, le=10_000.0)
     target_loss: float | None = Field(None, gt=0.0, le=100.0)
     seed: int = Field(0, ge=0, le=2**31 - 1)
@@ -54,13 +58,21 @@ class RuntimeJob(BaseModel):
             raise ValueError(f"max_batch {self.max_batch} is below init_batch {self.init_batch}")
         if self.max_gpus is not None and self.max_gpus < self.gpus:
             raise ValueError(f"max_gpus {self.max_gpus} is below gpus {self.gpus}")
+        for k, lr in (self.learning_rates or {}).items():
+            if not 1 <= k <= (self.max_gpus or max(self.gpus, 4)):
+                raise ValueError(f"learning_rates: {k} GPUs is outside the job's counts "
+                                 f"1..{self.max_gpus or max(self.gpus, 4)}")
+            if not 0.0 < lr <= 10.0:
+                raise ValueError(f"learning_rates: the rate for {k} GPUs must be in (0, 10], got {lr}")
         return self
 
     def job_spec(self) -> JobSpec:
         """The request the scheduler sees (as for a simulated job; its speed it learns from reports)."""
         return JobSpec(job_id=self.job_id, submit_time_s=self.submit_s, model=self.model, num_gpus=self.gpus,
                        batch_size=self.init_batch, max_gpus=self.max_gpus or max(self.gpus, 4),
-                       adaptivity=self.adaptivity, origin=f"job {self.job_id}")
+                       adaptivity=self.adaptivity, origin=f"job {self.job_id}",
+                       learning_rates=tuple(sorted((self.learning_rates or {}).items())),
+                       lr_scaling=self.lr_scaling)
 
 
 class RuntimeTrace(BaseModel):

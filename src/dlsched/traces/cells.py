@@ -33,6 +33,8 @@ JOB_RANGES: dict[str, Range] = {
     "batch_size": Range(1, 2**20),
     "priority": Range(0.0, 1e6, lo_open=True),
 }
+#: A learning rate: positive, and no optimiser trains at a rate above 100.
+LEARNING_RATE = Range(0.0, 100.0, lo_open=True)
 #: Why a range is what it is, appended to the refusal where it helps.
 _WHY = {"submit_time_s": " (a trace spans at most a year)", "duration_s": " (a trace spans at most a year)"}
 
@@ -174,6 +176,31 @@ def parse_gpu_counts(value: object, source: str, line: int | None) -> tuple[int,
             raise InputError(f"every count must be {rng.phrase}, got {value!r}", source=source, line=line,
                              field="gpu_counts")
     return tuple(sorted({int(k) for k in counts if k is not None}))
+
+
+def parse_learning_rates(value: object, source: str, line: int | None) -> tuple[tuple[int, float], ...]:
+    """``"2:0.1;8:0.4"`` -> ``((2, 0.1), (8, 0.4))``: learning rates per GPU count, ascending by count."""
+    if is_missing(value):
+        return ()
+    out: dict[int, float] = {}
+    for part in str(value).split(GPU_TYPES_SEP):
+        count, sep, rate = part.partition(":")
+        if not sep:
+            raise InputError(f"expected count:rate pairs separated by {GPU_TYPES_SEP!r} (2:0.1;8:0.4), got {value!r}",
+                             source=source, line=line, field="learning_rates")
+        k = parse_int(count.strip(), "learning_rates", source, line, required=True)
+        lr = parse_float(rate.strip(), "learning_rates", source, line, required=True)
+        if k is None or k not in JOB_RANGES["num_gpus"]:
+            raise InputError(f"every count must be {JOB_RANGES['num_gpus'].phrase}, got {value!r}", source=source,
+                             line=line, field="learning_rates")
+        if lr is None or lr not in LEARNING_RATE:
+            raise InputError(f"every rate must be {LEARNING_RATE.phrase}, got {value!r}", source=source, line=line,
+                             field="learning_rates")
+        if k in out:
+            raise InputError(f"count {k} is given two rates in {value!r}", source=source, line=line,
+                             field="learning_rates")
+        out[int(k)] = float(lr)
+    return tuple(sorted(out.items()))
 
 
 def level_counts(lo: int, hi: int, levels: int, source: str, line: int | None) -> tuple[int, ...]:

@@ -36,6 +36,7 @@ from dlsched.traces.files import PathLike, csv_rows, first_line
 from dlsched.traces.gavel import gavel_model, looks_like_gavel, read_gavel_trace
 from dlsched.traces.schema import read_canonical
 from dlsched.traces.validation import check_spec, finish_specs
+from dlsched.traces.yaml_jobs import is_yaml_trace, read_yaml_jobs
 
 # The Gavel reader lives in dlsched.traces.gavel; these names are still imported from here.
 __all__ = ["FORMATS", "PathLike", "detect_format", "gavel_model", "read_gavel_trace", "read_pal_trace",
@@ -49,6 +50,7 @@ FORMATS: dict[str, str] = {
     "philly": "CSV timestamp,duration,num_gpus[,...] (Philly-style log)",
     "tiresias": "CSV job_id,num_gpu,submit_time,iterations,model_name,duration[,interval] (Tiresias)",
     "gavel": "tab-separated, no header, 7 fields (msr) or 10 fields (Gavel), optionally gzipped",
+    "yaml": "a .yaml/.yml file of job specs: 'jobs:' and a mapping per job keyed by the canonical columns",
 }
 
 #: Columns that identify each CSV format (all must be present); checked in this order.
@@ -252,6 +254,8 @@ def detect_format(path: PathLike) -> str:
         raise InputError("is a directory, not a trace file", source=source)
     if source.endswith(".parquet"):
         return "canonical"
+    if is_yaml_trace(path):
+        return "yaml"
     first = first_line(path)
     if looks_like_gavel(first):
         return "gavel"
@@ -290,5 +294,6 @@ def read_trace(path: PathLike, *, adaptivity: Adaptivity | str | None = None,
         "tiresias": lambda: read_tiresias_trace(path),
         "philly": lambda: read_philly_log(path),
         "gavel": lambda: read_gavel_trace(path, throughputs=throughputs),
+        "yaml": lambda: read_yaml_jobs(path),
     }
     return readers[fmt]()

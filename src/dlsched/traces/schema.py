@@ -35,6 +35,10 @@ column             default   meaning
 ``gpu_levels``     empty     with ``min_gpus`` and ``max_gpus`` of an elastic job: at most this many
                              counts spaced evenly between the bounds (read into ``gpu_counts``)
 ``per_gpu_batch``  false     ``true``: ``batch_size`` is per GPU and the global batch grows with the count
+``learning_rates`` empty     ``;``-separated ``count:rate`` pairs (``2:0.1;8:0.4``): the learning rate the
+                             user gives for each GPU count it names (Hops section 2.2)
+``lr_scaling``     linear    how a count without a rate gets one from the nearest given count below it:
+                             ``linear`` (rate x k / k0) or ``sqrt`` (rate x sqrt(k / k0))
 =================  ========  ==========================================================================
 
 A job without ``gpu_counts`` or ``gpu_levels`` keeps its old meaning: rigid jobs run on ``num_gpus``,
@@ -75,6 +79,7 @@ from dlsched.traces.cells import (
     parse_gpu_counts,
     parse_gpu_types,
     parse_int,
+    parse_learning_rates,
     parse_text,
     req_float,
     req_int,
@@ -92,7 +97,7 @@ __all__ = ["COLUMNS", "REQUIRED_COLUMNS", "check_spec", "from_frame", "parse_tra
 COLUMNS: tuple[str, ...] = (
     "job_id", "submit_time_s", "model", "num_gpus", "batch_size", "min_gpus", "max_gpus", "adaptivity",
     "deadline_s", "user", "duration_s", "iterations", "reference_gpu", "gpu_types", "gpu_unit", "priority",
-    "gpu_counts", "gpu_levels", "per_gpu_batch",
+    "gpu_counts", "gpu_levels", "per_gpu_batch", "learning_rates", "lr_scaling",
 )
 #: Columns a canonical file must have; the others may be left out and take their defaults.
 REQUIRED_COLUMNS: tuple[str, ...] = ("job_id", "submit_time_s", "model", "num_gpus")
@@ -141,6 +146,8 @@ def spec_from_record(rec: Mapping[str, object], source: str, line: int) -> JobSp
         priority=1.0 if priority is None else priority,
         gpu_counts=counts,
         per_gpu_batch=parse_bool(get("per_gpu_batch"), "per_gpu_batch", source, line),
+        learning_rates=parse_learning_rates(get("learning_rates"), source, line),
+        lr_scaling=(parse_text(get("lr_scaling"), "lr_scaling", source, line, default="linear") or "linear").strip(),
         origin=f"{source}:{line}",
     )
     return check_spec(spec, source, line)
@@ -161,7 +168,13 @@ def _cells(spec: JobSpec) -> list[str]:
         num(None if spec.iterations is None else float(spec.iterations)), spec.reference_gpu,
         GPU_TYPES_SEP.join(spec.gpu_types), num(spec.gpu_unit), num(float(spec.priority)),
         GPU_TYPES_SEP.join(str(k) for k in spec.gpu_counts), "", "true" if spec.per_gpu_batch else "",
+        _rates(spec.learning_rates), "" if spec.lr_scaling == "linear" else spec.lr_scaling,
     ]
+
+
+def _rates(rates: tuple[tuple[int, float], ...]) -> str:
+    """The ``learning_rates`` cell: ``count:rate`` pairs, rates with ``repr`` so they read back exactly."""
+    return GPU_TYPES_SEP.join(f"{k}:{lr!r}" for k, lr in rates)
 
 
 def to_frame(specs: Iterable[JobSpec]) -> pd.DataFrame:
@@ -174,7 +187,8 @@ def to_frame(specs: Iterable[JobSpec]) -> pd.DataFrame:
             "duration_s": s.duration_s, "iterations": s.iterations, "reference_gpu": s.reference_gpu,
             "gpu_types": GPU_TYPES_SEP.join(s.gpu_types), "gpu_unit": s.gpu_unit, "priority": float(s.priority),
             "gpu_counts": GPU_TYPES_SEP.join(str(k) for k in s.gpu_counts), "gpu_levels": None,
-            "per_gpu_batch": s.per_gpu_batch,
+            "per_gpu_batch": s.per_gpu_batch, "learning_rates": _rates(s.learning_rates),
+            "lr_scaling": s.lr_scaling,
         }
         for s in specs
     ]
@@ -183,7 +197,8 @@ def to_frame(specs: Iterable[JobSpec]) -> pd.DataFrame:
         df[col] = df[col].astype("Int64")
     for col in ("submit_time_s", "deadline_s", "duration_s", "iterations", "priority"):
         df[col] = df[col].astype("float64")
-    for col in ("job_id", "model", "adaptivity", "user", "reference_gpu", "gpu_types", "gpu_counts"):
+    for col in ("job_id", "model", "adaptivity", "user", "reference_gpu", "gpu_types", "gpu_counts",
+                "learning_rates", "lr_scaling"):
         df[col] = df[col].astype(object)
     return df
 

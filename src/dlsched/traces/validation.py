@@ -12,8 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from dlsched.core.errors import InputError
-from dlsched.core.job import Adaptivity, JobSpec
-from dlsched.traces.cells import GPU_TYPES_SEP, JOB_RANGES, check_gpu_type, out_of_range, parse_text
+from dlsched.core.job import LR_SCALING_RULES, Adaptivity, JobSpec
+from dlsched.traces.cells import (
+    GPU_TYPES_SEP,
+    JOB_RANGES,
+    LEARNING_RATE,
+    check_gpu_type,
+    out_of_range,
+    parse_text,
+)
 
 
 def check_spec(spec: JobSpec, source: str | None = None, line: int | None = None) -> JobSpec:
@@ -64,6 +71,14 @@ def check_spec(spec: JobSpec, source: str | None = None, line: int | None = None
         if odd:
             raise bad(f"gpu_counts {_counts(spec.gpu_counts)}: {odd[0]} is not a multiple of gpu_unit "
                       f"{spec.gpu_unit}", "gpu_counts")
+    if spec.lr_scaling not in LR_SCALING_RULES:
+        raise bad(f"unknown rule {spec.lr_scaling!r} (known: {', '.join(LR_SCALING_RULES)})", "lr_scaling")
+    for k, lr in spec.learning_rates:
+        if not spec.allows_gpu_count(k):
+            raise bad(f"a rate is given for {k} GPUs, which the job does not accept "
+                      f"(it accepts {_counts(spec.requirement_set()[:16])})", "learning_rates")
+        if lr not in LEARNING_RATE:
+            raise bad(f"every rate must be {LEARNING_RATE.phrase}, got {lr!r}", "learning_rates")
     if spec.deadline_s is not None:
         if spec.deadline_s < spec.submit_time_s:
             raise bad(f"deadline {spec.deadline_s:g} s precedes submission at {spec.submit_time_s:g} s",

@@ -26,8 +26,9 @@ One round:
    the jobs it brings in return to their places in the next round's queue, which is ordered afresh.
    ``multi_plan=off`` and ``sensitivity_adjustment=off`` switch these parts off for ablations.
 
-Priorities come from the scheduler's ordering: the latency ratio (eq. 8) under ``latency-ratio``; under
-another ordering the queue position, ``(n - position) / n``.
+Priorities come from the scheduler's ordering: the latency ratio (eq. 8) under ``latency-ratio``, the projected
+finish-time fairness ratio under ``finish-time-fairness`` (section 4.4); under another ordering the queue
+position, ``(n - position) / n``.
 
 Throughputs (``throughputs=estimator``, the default) come from section 3.5's estimator over the multi-layer
 SQLite store (:mod:`dlsched.estimators.hops_throughput`): each configuration on its exact servers, server
@@ -54,7 +55,7 @@ from dlsched.estimators.hops_throughput import HopsThroughput
 from dlsched.estimators.throughput_store import ThroughputStore, check_location
 from dlsched.policies.hops.classes import ServerClasses, Signature, SignatureCatalog, class_rows, map_back
 from dlsched.policies.hops.configs import Config, type_configs
-from dlsched.policies.hops.ordering import latency_ratio
+from dlsched.policies.hops.ordering import PRIORITIES
 from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan, ProfileRequest
 from dlsched.solvers.multi_assignment import MultiResourceProblem, solve_multi_assignment
 
@@ -192,9 +193,11 @@ class HopsAllocation(EstimatingAllocation):
 
     # -- pieces ------------------------------------------------------------------------------------------
     def priorities(self, view: ClusterView, queue: list[JobView]) -> np.ndarray:
-        """Equation 8's latency ratio under the ``latency-ratio`` ordering, else the queue position."""
-        if self.ordering == "latency-ratio":
-            return np.array([latency_ratio(view, j) for j in queue], dtype=float)
+        """The ordering's priority (eq. 8's latency ratio, or section 4.4's projected finish-time fairness),
+        else the queue position."""
+        score = PRIORITIES.get(self.ordering)
+        if score is not None:
+            return np.array([score(view, j) for j in queue], dtype=float)
         n = len(queue)
         return np.array([(n - i) / n for i in range(n)], dtype=float)
 

@@ -1,4 +1,5 @@
-"""Hops's latency-ratio queue (section 3.6, equations 8 and 9).
+"""Hops's priority queues: the latency ratio (section 3.6, equations 8 and 9) and finish-time fairness
+(section 4.4).
 
 A job's priority is its waiting time over its expected running time without waiting, ``wait / age``:
 short jobs tolerate less waiting than long ones, so a 10-minute wait lifts a 10-minute job far above a
@@ -14,6 +15,13 @@ trace's reference type), and per-type throughputs from the job's own reports (pr
 the job has not reported on is taken at the mean of those it has (no reports at all: every type alike),
 so ``total_samples / throughput_j`` is the estimate scaled by the reference type's speed over type j's.
 
+Finish-time fairness (section 4.4, Themis's rho) is the alternative priority the paper names: ``rho =
+T_sh / T_id``, the job's time in the shared cluster over its time alone on ``1/N`` of the cluster, ``N``
+the jobs in the cluster. As a priority it is projected from what the scheduler knows: ``T_sh`` = time since
+submission plus the expected remaining running time (eq. 9's time times the work left), ``T_id`` = eq. 9's
+time, stretched by ``R_avg / (G / N)`` when the job's mean requirement exceeds its ``1/N`` share of the
+``G`` GPUs. A job treated unfairly rises, one favoured sinks.
+
 Priorities are refreshed every ``refresh_s`` (30 s in the paper); between refreshes a job keeps the
 priority it had, and a job seen for the first time gets one at once.
 """
@@ -21,6 +29,7 @@ priority it had, and a job seen for the first time gets one at once.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dlsched.core import ClusterView, JobView
@@ -71,9 +80,29 @@ def latency_ratio(view: ClusterView, job: JobView) -> float:
     return job.wait_s / age
 
 
+def projected_ftf(view: ClusterView, job: JobView) -> float:
+    """Section 4.4's rho, projected: (time since submission + expected remaining time) over the time alone on
+    ``1/N`` of the cluster (0 for a job with no estimate)."""
+    age = expected_runtime_s(view, job)
+    if not math.isfinite(age) or age <= 0:
+        return 0.0
+    counts = job.spec.requirement_set()
+    r_avg = sum(counts) / len(counts)
+    share = view.cluster.num_gpus / max(1, len(view.jobs))
+    isolated = age * max(1.0, r_avg / share)
+    shared = max(0.0, view.time_s - job.spec.submit_time_s) + age * max(0.0, 1.0 - job.progress_fraction)
+    return shared / isolated
+
+
+#: The priorities Hops's queue can rank by, by ordering name (the planner weighs its ILP with the same).
+PRIORITIES: dict[str, Callable[[ClusterView, JobView], float]] = {
+    "latency-ratio": latency_ratio, "finish-time-fairness": projected_ftf}
+
+
 @dataclass
-class LatencyRatio:
-    """Highest latency ratio first (Hops eq. 8), priorities refreshed every ``refresh_s``."""
+class RefreshedPriority:
+    """Highest priority first, priorities refreshed every ``refresh_s``; the priority is the ordering's
+    entry in :data:`PRIORITIES`."""
 
     #: Seconds between priority refreshes (the paper: 30 s).
     refresh_s: float = ranged(30.0, 0.0, 86400.0)
@@ -85,7 +114,7 @@ class LatencyRatio:
         """The job's priority at ``view.time_s``, recomputed when the last one is ``refresh_s`` old."""
         last = self._priority.get(job.job_id)
         if last is None or view.time_s - last[0] >= self.refresh_s:
-            last = (view.time_s, latency_ratio(view, job))
+            last = (view.time_s, PRIORITIES[self.name](view, job))
             self._priority[job.job_id] = last
         return last[1]
 
@@ -94,3 +123,17 @@ class LatencyRatio:
         for k in [k for k in self._priority if k not in active]:
             del self._priority[k]
         return sorted(jobs, key=lambda j: (-self.priority(view, j), j.spec.submit_time_s, j.job_id))
+
+
+@dataclass
+class LatencyRatio(RefreshedPriority):
+    """Highest latency ratio first (Hops eq. 8)."""
+
+    name: str = "latency-ratio"
+
+
+@dataclass
+class FinishTimeFairness(RefreshedPriority):
+    """Highest projected finish-time fairness ratio first (Hops section 4.4)."""
+
+    name: str = "finish-time-fairness"

@@ -1,6 +1,7 @@
 """Registration of Hops's stages and the ``hops`` preset.
 
-The ``latency-ratio`` ordering is usable under other schedulers as well (``--policy sia --ordering
+The ``finish-time-fairness`` ordering is Hops's alternative priority (section 4.4: ``--policy hops --ordering
+finish-time-fairness``). The ``latency-ratio`` ordering is usable under other schedulers as well (``--policy sia --ordering
 latency-ratio``, ``--policy gavel --ordering latency-ratio``, as the Hops paper runs its baselines).
 ``--set`` keys of the allocation: ``lambda_fairness`` (1), ``sensitivity_threshold`` (1.4),
 ``service_window`` (on), ``sensitivity_adjustment`` (on), ``multi_plan`` (on), ``server_classes`` (on),
@@ -10,12 +11,15 @@ latency-ratio``, ``--policy gavel --ordering latency-ratio``, as the Hops paper 
 from __future__ import annotations
 
 from dlsched.policies.hops.allocation import HopsAllocation
-from dlsched.policies.hops.ordering import LatencyRatio
+from dlsched.policies.hops.ordering import FinishTimeFairness, LatencyRatio
 from dlsched.policies.pollux.placement import PolluxPlacement
 from dlsched.policies.registry import SchedulerEntry, register_scheduler, register_stage
 
 register_stage("ordering", "latency-ratio", LatencyRatio,
                "Hops's latency ratio: waiting time over expected running time (eqs. 8-9), refreshed every 30 s")
+register_stage("ordering", "finish-time-fairness", FinishTimeFairness,
+               "Hops's alternative priority (section 4.4): projected finish-time fairness rho, time in the shared "
+               "cluster over time alone on 1/N of it, refreshed every 30 s")
 register_stage("allocation", "hops", HopsAllocation,
                "Hops: service window, location-specific configurations by placement sensitivity, "
                "priority-weighted ILP over the throughput-gain matrix (HiGHS)")
