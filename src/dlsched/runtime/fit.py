@@ -35,7 +35,7 @@ import math
 import statistics
 import tempfile
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,19 +129,24 @@ def _held_and_stepped(report: Mapping[str, Any]) -> tuple[float, float]:
     return held, report["steps"] * float(report["step_time_s"])
 
 
+def _timed_rounds(runs: Sequence[Mapping[str, Any]], job_model: Mapping[str, str]
+                  ) -> Iterator[tuple[str, Mapping[str, Any], float, float]]:
+    """(model, report, time held, time stepped) of every round in which a job took steps."""
+    for run in runs:
+        for job_id, reports in run["reports"].items():
+            for r in reports:
+                if r["steps"] > 0 and "round_wall_s" in r:
+                    yield (job_model[job_id], r, *_held_and_stepped(r))
+
+
 def fixed_overheads(runs: Sequence[Mapping[str, Any]],
                     job_model: Mapping[str, str]) -> dict[str, dict[str, float]]:
     """Per model, the median time held without stepping in a job's first round (``restart_delay_s``) and
     in its later rounds (``round_overhead_s``)."""
     first: dict[str, list[float]] = defaultdict(list)
     later: dict[str, list[float]] = defaultdict(list)
-    for run in runs:
-        for job_id, reports in run["reports"].items():
-            for r in reports:
-                if r["steps"] <= 0 or "round_wall_s" not in r:
-                    continue
-                held, stepped = _held_and_stepped(r)
-                (first if r["resumed_step"] == 0 else later)[job_model[job_id]].append(max(0.0, held - stepped))
+    for model, r, held, stepped in _timed_rounds(runs, job_model):
+        (first if r["resumed_step"] == 0 else later)[model].append(max(0.0, held - stepped))
     out = {}
     for m in sorted(set(first) | set(later)):
         start = statistics.median(first[m]) if first[m] else statistics.median(later[m])
@@ -164,14 +169,9 @@ def round_overheads(runs: Sequence[Mapping[str, Any]], job_model: Mapping[str, s
     goes on without it)."""
     wall: dict[str, float] = defaultdict(float)
     busy: dict[str, float] = defaultdict(float)
-    for run in runs:
-        for job_id, reports in run["reports"].items():
-            for r in reports:
-                if r["steps"] <= 0 or "round_wall_s" not in r:
-                    continue
-                held, stepped = _held_and_stepped(r)
-                wall[job_model[job_id]] += held
-                busy[job_model[job_id]] += stepped
+    for model, _, held, stepped in _timed_rounds(runs, job_model):
+        wall[model] += held
+        busy[model] += stepped
     return {m: max(1.0, wall[m] / busy[m]) for m in busy if busy[m] > 0}
 
 
