@@ -412,14 +412,17 @@ class ProximalPoint(Method):
     job's options onto the simplex) with an exact step per resource row (a piecewise-linear root by sorting
     breakpoints). It works on an active set (the options the last round used plus each job's ``width`` best
     options at the current prices) and widens it while an option outside has a positive reduced value.
-    Warm start: the last round's ``x`` and prices.
+    Warm start: the last round's ``x`` and prices (``warm=False`` starts every round from zero weights and
+    prices instead, which is how figure 4.6's attribution isolates the warm start's share).
     """
 
     name = "continual"
 
     def __init__(self, problem: DifferentialAssignment, *, eta: float = 10.0, width: int = 4, prox_steps: int = 15,
-                 inner: int = 5, tol: float = 1e-3, fill: bool = False, upgrade: bool = False) -> None:
+                 inner: int = 5, tol: float = 1e-3, fill: bool = False, upgrade: bool = False,
+                 warm: bool = True) -> None:
         super().__init__(problem, fill=fill, upgrade=upgrade)
+        self.warm = warm
         self.eta = eta
         self.width = width
         self.prox_steps = prox_steps
@@ -462,6 +465,9 @@ class ProximalPoint(Method):
         n = p.num_slots
         if len(self.x) < n:
             self.x = np.concatenate([self.x, np.zeros(n - len(self.x))])
+        if not self.warm:
+            self.x[:] = 0.0
+            self.y[:] = 0.0
         v, s, res, row_of = p.value, p.size, p.resource, p.row_of
         live = np.nonzero(v > 0)[0]
         x = self.x
