@@ -115,3 +115,36 @@ def test_an_unknown_unequal_speed_is_refused():
 
     with pytest.raises(InputError, match="unequal_speed"):
         build_scheduler("gavel-packing", settings={"unequal_speed": "fast"})
+
+
+def progress(alloc: GavelPackingAllocation, view: ClusterView, x: dict) -> dict[str, float]:
+    """Each job's progress rate (fraction of its remaining run alone per second of the LP's plan)."""
+    by = {j.job_id: j for j in view.jobs}
+    rate = dict.fromkeys(by, 0.0)
+    for combo, share in x.items():
+        speeds = (1.0,) if len(combo) == 1 else alloc._pair(by[combo[0]], by[combo[1]])
+        for j, v in zip(combo, speeds, strict=True):
+            rate[j] += share * v / by[j].spec.duration_s
+    return rate
+
+
+def test_the_throughput_tiebreak_runs_jobs_alone_on_gpus_that_would_stay_idle():
+    # two GPUs, a long and a short job that pack well: the long job bounds the makespan whatever the short one
+    # does, so packing them is as makespan-optimal as running both alone, but does less work per second
+    cluster = small_cluster((("a40", 1, 2),))
+    view = view_of(cluster, [spec("long", "efficientnet", 1, 3600.0), spec("short", "mobilenetv2", 1, 600.0)])
+    alloc = GavelPackingAllocation(tiebreak="throughput")
+    x = alloc.shares(view, view.jobs)
+    assert x.get(("long", "short"), 0.0) == pytest.approx(0.0, abs=1e-6)
+    assert x[("long",)] == pytest.approx(1.0) and x[("short",)] == pytest.approx(1.0)
+
+
+def test_the_throughput_tiebreak_keeps_the_makespan_optimum():
+    # one GPU, two jobs: the makespan optimum packs them (0.91 + 0.92 beats taking turns); the tiebreak
+    # may pick another optimal plan but never a slower slowest job
+    view = view_of(ONE_GPU, [spec("a", "efficientnet", 1, 3600.0), spec("b", "mobilenetv2", 1, 1800.0)])
+    plain, tb = GavelPackingAllocation(tiebreak="none"), GavelPackingAllocation(tiebreak="throughput")
+    slowest = min(progress(plain, view, plain.shares(view, view.jobs)).values())
+    assert min(progress(tb, view, tb.shares(view, view.jobs)).values()) == pytest.approx(slowest, rel=1e-6)
+    with pytest.raises(ValueError, match="tiebreak"):
+        GavelPackingAllocation(tiebreak="fastest")

@@ -25,6 +25,13 @@ job runs at once its batch is redistributed by input-sample stealing (Gimbal's L
 measures the enhanced Gavel on what its jobs really run at, so under ``--coordinator gimbal`` (with sample
 stealing on) the preset uses ``balanced`` unless the run sets it (:func:`dlsched.policies.registry`).
 
+The LP's optimum is seldom unique: only the slowest job's progress is fixed, and any time fractions that
+keep every job at least that fast are as good. Gavel's code takes any feasible point; a solver's vertex may
+then pack two jobs, or give a job part of the time, while GPUs stay idle (at the tail of a trace, or whenever
+the longest job bounds the makespan alone). ``tiebreak=throughput`` (the default) solves a second LP that
+keeps the optimum and maximises the GPU work done per second, a combination's speeds weighted by its jobs'
+GPU counts; ``tiebreak=none`` keeps the first solver's vertex.
+
 The allocation hands placement :class:`PairedDemand` s; :class:`GavelPackingPlacement` puts a pair's two
 jobs on the same GPUs (the smaller one on the fewest nodes of the larger one's), keeping a job's GPUs when
 it runs on in the same combination.
@@ -32,7 +39,7 @@ it runs on in the same combination.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import numpy as np
@@ -48,6 +55,8 @@ from dlsched.solvers.highs import INF, SparseProblem, solve_sparse
 
 #: What the LP takes for the larger job's speed in an unequal pair (``GavelPackingAllocation.unequal_speed``).
 UNEQUAL_SPEEDS: tuple[str, ...] = ("straggling", "balanced")
+#: Choice among makespan-optimal LP solutions (``GavelPackingAllocation.tiebreak``).
+TIEBREAKS: tuple[str, ...] = ("none", "throughput")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +80,9 @@ class GavelPackingAllocation(AllocationStage):
     #: The larger job's speed in an unequal pair: ``straggling`` (its shared workers' pace) or ``balanced``
     #: (the mean of its workers' speeds, its batch redistributed by sample stealing); module docstring.
     unequal_speed: str = "straggling"
+    #: Which of the LP's makespan-optimal time fractions to take: ``throughput`` the one doing the most GPU work
+    #: per second, ``none`` the solver's vertex (Gavel's code asks for any feasible point); module docstring.
+    tiebreak: str = "throughput"
     name: str = "gavel-packing"
     traits: ClassVar[AllocationTraits] = AllocationTraits(rigid=True, uses_order=False)
     #: Rounds each combination received (``frozenset`` of job ids), for the priorities.
@@ -79,6 +91,8 @@ class GavelPackingAllocation(AllocationStage):
     def __post_init__(self) -> None:
         if self.unequal_speed not in UNEQUAL_SPEEDS:
             raise ValueError(f"unequal_speed must be one of {', '.join(UNEQUAL_SPEEDS)}, got {self.unequal_speed!r}")
+        if self.tiebreak not in TIEBREAKS:
+            raise ValueError(f"tiebreak must be one of {', '.join(TIEBREAKS)}, got {self.tiebreak!r}")
         self._table = ColocationTable.load()
 
     def combinations(self, view: ClusterView, jobs: list[JobView]) -> list[tuple[str, ...]]:
@@ -126,6 +140,19 @@ class GavelPackingAllocation(AllocationStage):
         problem = SparseProblem(c=cost, A=A, row_lo=row_lo, row_hi=row_hi, col_lo=np.zeros(n_c + 1),
                                 col_hi=np.full(n_c + 1, INF), maximize=True)
         sol = solve_sparse(problem, integer=False, lp_method="simplex")
+        if self.tiebreak == "throughput" and sol.optimal:
+            # second stage: keep the makespan optimum, maximise the GPU work done per second (a combination's
+            # speeds weighted by its jobs' GPU counts), so that a job runs alone rather than packed on GPUs
+            # that would stay idle
+            work = np.zeros(n_c + 1)
+            for k, combo in enumerate(combos):
+                speeds = (1.0,) if len(combo) == 1 else self._pair(by[combo[0]], by[combo[1]])
+                work[k] = sum(s * by[j].spec.num_gpus for j, s in zip(combo, speeds, strict=True))
+            col_lo = np.zeros(n_c + 1)
+            col_lo[-1] = float(sol.x[-1]) * (1.0 - 1e-9)
+            second = solve_sparse(replace(problem, c=work, col_lo=col_lo), integer=False, lp_method="simplex")
+            if second.optimal:
+                sol = second
         return {combo: float(sol.x[k]) for k, combo in enumerate(combos) if sol.x[k] > 1e-9}
 
     def _pair(self, a: JobView, b: JobView) -> tuple[float, float]:
