@@ -4,6 +4,8 @@ the same GPUs, and keeps the packing rules and invariants every round."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dlsched.core import Adaptivity, ClusterView, JobSpec, JobStatus, JobView, Placement
 from dlsched.core.packing import holders
@@ -148,3 +150,24 @@ def test_the_throughput_tiebreak_keeps_the_makespan_optimum():
     assert min(progress(tb, view, tb.shares(view, view.jobs)).values()) == pytest.approx(slowest, rel=1e-6)
     with pytest.raises(ValueError, match="tiebreak"):
         GavelPackingAllocation(tiebreak="fastest")
+
+
+MODELS = ("efficientnet", "mobilenetv2", "resnet50", "resnet18", "lstm", "vgg11")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(MODELS), st.sampled_from((1, 2, 4)), st.integers(1, 20)),
+                min_size=2, max_size=5),
+       st.booleans(), st.sampled_from(("straggling", "balanced")))
+def test_the_tiebreak_never_slows_the_slowest_job_nor_overfills_the_cluster(jobs, relaxed, unequal):
+    cluster = small_cluster((("a40", 2, 2),))
+    view = view_of(cluster, [spec(f"j{i}", m, g, 600.0 * d) for i, (m, g, d) in enumerate(jobs)])
+    plain = GavelPackingAllocation(relaxed=relaxed, unequal_speed=unequal, tiebreak="none")
+    tb = GavelPackingAllocation(relaxed=relaxed, unequal_speed=unequal, tiebreak="throughput")
+    x = tb.shares(view, view.jobs)
+    by = {j.job_id: j for j in view.jobs}
+    assert sum(v * max(by[j].spec.num_gpus for j in c) for c, v in x.items()) <= cluster.num_gpus + 1e-6
+    for j in by:
+        assert sum(v for c, v in x.items() if j in c) <= 1.0 + 1e-6
+    slowest = min(progress(plain, view, plain.shares(view, view.jobs)).values())
+    assert min(progress(tb, view, x).values()) >= slowest * (1 - 1e-6)
