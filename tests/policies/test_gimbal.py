@@ -216,3 +216,35 @@ def test_the_deadline_goal_met_keeps_a_feasible_deadline_that_lateness_gives_up(
 def test_an_unknown_deadline_goal_is_refused():
     with pytest.raises(ValueError, match="deadline_goal"):
         GimbalCoordination(objective="deadline", deadline_goal="most")
+
+
+class TradeMonitor:
+    """Restricting job ``short`` speeds ``long`` up, but the pair does less work per second than free."""
+
+    def worker_speeds(self, members):
+        squeezed = any(p < 100 for p in members["short"][2])
+        speed = {"long": 1.0, "short": 0.4} if squeezed else {"long": 0.8, "short": 0.8}
+        return {j: [speed[j]] * len(p) for j, (_, p, _) in members.items()}
+
+
+@pytest.mark.parametrize(("goal", "prefers_squeezed"), [("longest", True), ("work", False)])
+def test_the_makespan_goal_work_keeps_the_set_doing_the_most_work(goal, prefers_squeezed):
+    # equation 5 (longest) squeezes "short" to finish "long" sooner (2000 s instead of 2500 s); the work
+    # goal keeps free competition, which clears the pair's 2500 s of work at 1.6 instead of 1.4
+    placements = {"long": Placement.of([0]), "short": Placement.of([0])}
+    view = view_of({"long": ("resnet50", 1, 2000.0), "short": ("resnet18", 1, 500.0)}, placements)
+    by = {v.job_id: v for v in view.jobs}
+    coord = GimbalCoordination(objective="makespan", makespan_goal=goal)
+    coord.attach_monitor(TradeMonitor())
+    free = CalibrationPlan({"long": [100], "short": [100]}, {})
+    squeezed = CalibrationPlan({"long": [100], "short": [50]}, {})
+    obj = {name: coord.set_objective(view, list(placements), by, plan, placements)
+           for name, plan in (("free", free), ("squeezed", squeezed))}
+    assert (obj["squeezed"] < obj["free"]) is prefers_squeezed
+    if goal == "work":
+        assert obj["free"] == pytest.approx(2500.0 / 1.6)
+
+
+def test_an_unknown_makespan_goal_is_refused():
+    with pytest.raises(ValueError, match="makespan_goal"):
+        GimbalCoordination(objective="makespan", makespan_goal="shortest")

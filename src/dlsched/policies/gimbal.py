@@ -18,7 +18,8 @@ has no stragglers; else, if ``J_max`` is in ``subset1``, swell its slow workers 
 else squeeze the workers sharing GPUs with ``J_max``'s slow ones), collect runtime information and keep
 the best plan, stopping after ``early_exit`` consecutive attempts without gain, or when no move is left (no
 primitive changes a limit, or the moves lead back to a plan already tried).
-Objectives and priorities are equations 1 to 6 (``objective``: ``jct``, ``deadline``, ``makespan``); where
+Objectives and priorities are equations 1 to 6 (``objective``: ``jct``, ``deadline``, ``makespan``; the
+``deadline_goal`` and ``makespan_goal`` options offer other readings of equations 3 and 5); where
 an equation's sign disagrees with the text that explains it (equations 4 and 6), the text is followed:
 jobs nearer their deadline, and longer jobs under makespan, have the higher priority.
 
@@ -45,6 +46,7 @@ from dlsched.policies.packing import PackingRules
 Objective = Literal["jct", "deadline", "makespan"]
 OBJECTIVES: tuple[str, ...] = ("jct", "deadline", "makespan")
 DEADLINE_GOALS: tuple[str, ...] = ("lateness", "met")
+MAKESPAN_GOALS: tuple[str, ...] = ("longest", "work")
 
 
 class RuntimeMonitor(Protocol):
@@ -116,6 +118,13 @@ class GimbalCoordination:
     #: summed lateness (the deadline-satisfied ratio the evaluation counts; equation 3 will slow a job that
     #: can still make its deadline to shorten the lateness of one that cannot).
     deadline_goal: str = "lateness"
+    #: What the ``makespan`` objective minimises in a set: ``longest``, the longest remaining time of its jobs
+    #: (equation 5, the paper's), or ``work``, the time the set needs to clear its remaining GPU work at its
+    #: GPU-weighted speed (its jobs' remaining run times times their GPU counts over their speeds times their
+    #: GPU counts). Under a scheduler that already evens out finish times across the cluster each round (Gavel's
+    #: makespan LP), speed a set moves from one job to another is moved back next round; what it can add to
+    #: the cluster's makespan is work done per second.
+    makespan_goal: str = "longest"
     #: Share restriction step, % of the GPU's threads (section 4.1: 10).
     granularity_pct: int = ranged(10, 1, 50)
     #: Consecutive attempts without gain before the search stops (0: search until no move is left).
@@ -152,6 +161,8 @@ class GimbalCoordination:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
         if self.deadline_goal not in DEADLINE_GOALS:
             raise ValueError(f"deadline_goal must be one of {', '.join(DEADLINE_GOALS)}, got {self.deadline_goal!r}")
+        if self.makespan_goal not in MAKESPAN_GOALS:
+            raise ValueError(f"makespan_goal must be one of {', '.join(MAKESPAN_GOALS)}, got {self.makespan_goal!r}")
         self._table = ColocationTable.load()
 
     def attach_monitor(self, monitor: RuntimeMonitor) -> None:
@@ -300,9 +311,15 @@ class GimbalCoordination:
                       plan: CalibrationPlan, placements: Mapping[str, Placement]) -> float:
         """The packing set's local objective under ``plan`` (equations 1, 3, 5; lower is better)."""
         speeds = self._speeds(plan, placements)
-        times = {j: self._remaining_time(jobs[j], job_speed(speeds[j], plan.split.get(j, ()))) for j in members}
+        rates = {j: job_speed(speeds[j], plan.split.get(j, ())) for j in members}
+        times = {j: self._remaining_time(jobs[j], rates[j]) for j in members}
         if self.objective == "jct":
             return sum(times.values()) / len(times)  # equation 1
+        if self.objective == "makespan" and self.makespan_goal == "work":
+            gpus = {j: len(placements[j]) for j in members}
+            rate = sum(rates[j] * gpus[j] for j in members)
+            work = sum(self._remaining_time(jobs[j], 1.0) * gpus[j] for j in members)
+            return math.inf if rate <= 0 else work / rate
         if self.objective == "makespan":
             return max(times.values())  # equation 5
         late = [max(0.0, view.time_s + times[j] - d) for j in members

@@ -289,12 +289,34 @@ def _relaxed_default(names: dict[str, str], settings: dict[str, str], used: set[
     its relaxed mode unless the run sets ``relaxed`` itself: the base scheduler packs aggressively and the
     coordinator calibrates (Gimbal section 7.1)."""
     coord = _lookup("coordination", names["coordination"]).cls
-    if not getattr(coord, "relaxes_packing", False) or any(k.rpartition(".")[2] == "relaxed" for k in settings):
+    if not getattr(coord, "relaxes_packing", False):
+        return
+    _balanced_default(names, settings, used)
+    if any(k.rpartition(".")[2] == "relaxed" for k in settings):
         return
     for kind in ("allocation", "placement"):
         if "relaxed" in _lookup(kind, names[kind]).tunables():
             settings[f"{kind}.relaxed"] = "true"
             used.add(f"{kind}.relaxed")
+
+
+def _balanced_default(names: dict[str, str], settings: dict[str, str], used: set[str]) -> None:
+    """Under a coordinator that steals input samples (Gimbal with ``sample_stealing``, its default), an
+    allocation that values unequal pairs (``unequal_speed``) values them at the balanced speed the
+    coordinator gives them, unless the run sets ``unequal_speed`` itself."""
+    alloc = names["allocation"]
+    if "unequal_speed" not in _lookup("allocation", alloc).tunables() or any(
+            k.rpartition(".")[2] == "unequal_speed" for k in settings):
+        return
+    coord = names["coordination"]
+    stealing = _lookup("coordination", coord).tunables().get("sample_stealing", False)
+    for key in ("coordination.sample_stealing", f"{coord}.sample_stealing", "sample_stealing"):
+        if key in settings:
+            stealing = parse_value(settings[key], bool, key)
+            break
+    if stealing:
+        settings["allocation.unequal_speed"] = "balanced"
+        used.add("allocation.unequal_speed")
 
 
 def stage_tunables(kind: str, name: str) -> dict[str, Any]:

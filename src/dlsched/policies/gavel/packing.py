@@ -18,6 +18,20 @@ served by priority ``x_c / (rounds received + 1)`` (Gavel's round-based mechanis
 behind its share goes first) while GPUs last, a job in at most one combination. ``relaxed`` allows pairs of
 unequal GPU counts (the smaller job on part of the larger one's GPUs), the mode Gimbal's evaluation uses.
 
+In an unequal pair only some of the larger job's workers share a GPU. ``unequal_speed`` says what the LP
+takes for that job's speed: ``straggling`` (the default, what plain Gavel sees) the pair speed, since a
+data-parallel job moves at its slowest worker's pace; ``balanced`` the mean of its workers' speeds, what the
+job runs at once its batch is redistributed by input-sample stealing (Gimbal's LISS). Gimbal's evaluation
+measures the enhanced Gavel on what its jobs really run at, so under ``--coordinator gimbal`` (with sample
+stealing on) the preset uses ``balanced`` unless the run sets it (:func:`dlsched.policies.registry`).
+
+The LP's optimum is seldom unique: only the slowest job's progress is fixed, and any time fractions that
+keep every job at least that fast are as good. Gavel's code takes any feasible point; a solver's vertex may
+then pack two jobs, or give a job part of the time, while GPUs stay idle (at the tail of a trace, or whenever
+the longest job bounds the makespan alone). ``tiebreak=throughput`` (the default) solves a second LP that
+keeps the optimum and maximises the GPU work done per second, a combination's speeds weighted by its jobs'
+GPU counts; ``tiebreak=none`` keeps the first solver's vertex.
+
 The allocation hands placement :class:`PairedDemand` s; :class:`GavelPackingPlacement` puts a pair's two
 jobs on the same GPUs (the smaller one on the fewest nodes of the larger one's), keeping a job's GPUs when
 it runs on in the same combination.
@@ -25,7 +39,7 @@ it runs on in the same combination.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import numpy as np
@@ -38,6 +52,11 @@ from dlsched.policies.packing import subset_on_fewest_nodes
 from dlsched.policies.placement import packed_on_fewest_nodes, start_placement
 from dlsched.policies.stages import AllocationStage, AllocationTraits, Demand, PlacementStage, Plan
 from dlsched.solvers.highs import INF, SparseProblem, solve_sparse
+
+#: What the LP takes for the larger job's speed in an unequal pair (``GavelPackingAllocation.unequal_speed``).
+UNEQUAL_SPEEDS: tuple[str, ...] = ("straggling", "balanced")
+#: Choice among makespan-optimal LP solutions (``GavelPackingAllocation.tiebreak``).
+TIEBREAKS: tuple[str, ...] = ("none", "throughput")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +77,22 @@ class GavelPackingAllocation(AllocationStage):
 
     #: Pairs of unequal GPU counts allowed (Gimbal's evaluation mode).
     relaxed: bool = False
+    #: The larger job's speed in an unequal pair: ``straggling`` (its shared workers' pace) or ``balanced``
+    #: (the mean of its workers' speeds, its batch redistributed by sample stealing); module docstring.
+    unequal_speed: str = "straggling"
+    #: Which of the LP's makespan-optimal time fractions to take: ``throughput`` the one doing the most GPU work
+    #: per second, ``none`` the solver's vertex (Gavel's code asks for any feasible point); module docstring.
+    tiebreak: str = "throughput"
     name: str = "gavel-packing"
     traits: ClassVar[AllocationTraits] = AllocationTraits(rigid=True, uses_order=False)
     #: Rounds each combination received (``frozenset`` of job ids), for the priorities.
     _received: dict[frozenset[str], int] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.unequal_speed not in UNEQUAL_SPEEDS:
+            raise ValueError(f"unequal_speed must be one of {', '.join(UNEQUAL_SPEEDS)}, got {self.unequal_speed!r}")
+        if self.tiebreak not in TIEBREAKS:
+            raise ValueError(f"tiebreak must be one of {', '.join(TIEBREAKS)}, got {self.tiebreak!r}")
         self._table = ColocationTable.load()
 
     def combinations(self, view: ClusterView, jobs: list[JobView]) -> list[tuple[str, ...]]:
@@ -111,11 +140,31 @@ class GavelPackingAllocation(AllocationStage):
         problem = SparseProblem(c=cost, A=A, row_lo=row_lo, row_hi=row_hi, col_lo=np.zeros(n_c + 1),
                                 col_hi=np.full(n_c + 1, INF), maximize=True)
         sol = solve_sparse(problem, integer=False, lp_method="simplex")
+        if self.tiebreak == "throughput" and sol.optimal:
+            # second stage: keep the makespan optimum, maximise the GPU work done per second (a combination's
+            # speeds weighted by its jobs' GPU counts), so that a job runs alone rather than packed on GPUs
+            # that would stay idle
+            work = np.zeros(n_c + 1)
+            for k, combo in enumerate(combos):
+                speeds = (1.0,) if len(combo) == 1 else self._pair(by[combo[0]], by[combo[1]])
+                work[k] = sum(s * by[j].spec.num_gpus for j, s in zip(combo, speeds, strict=True))
+            col_lo = np.zeros(n_c + 1)
+            col_lo[-1] = float(sol.x[-1]) * (1.0 - 1e-9)
+            second = solve_sparse(replace(problem, c=work, col_lo=col_lo), integer=False, lp_method="simplex")
+            if second.optimal:
+                sol = second
         return {combo: float(sol.x[k]) for k, combo in enumerate(combos) if sol.x[k] > 1e-9}
 
     def _pair(self, a: JobView, b: JobView) -> tuple[float, float]:
+        """Both jobs' speeds in the pair (the smaller job's workers all on the larger one's GPUs)."""
         got = self._table.pair(a.spec.model, b.spec.model)
-        return got.speed_a, got.speed_b
+        speeds = [got.speed_a, got.speed_b]
+        if self.unequal_speed == "balanced":
+            sizes = (a.spec.num_gpus, b.spec.num_gpus)
+            for i in (0, 1):
+                n, shared = sizes[i], min(sizes)
+                speeds[i] = (shared * speeds[i] + (n - shared)) / n
+        return speeds[0], speeds[1]
 
     def allocate(self, view: ClusterView, ordered: list[JobView]) -> Plan:
         jobs = [j for j in ordered if j.spec.num_gpus <= view.cluster.num_gpus]
