@@ -171,3 +171,9 @@ def test_what_counts_as_a_restart():
     assert rec.restarts == 2
     # the restart delay is paid at the first start and at both restarts, never for the batch change
     assert rec.restart_gpu_s >= 3 * 2 * world.physics(spec).restart_delay_s
+    # of the two, the move to GPUs 2-3 (same type, same per-node count) is a move; the resume is not
+    assert rec.moves == 1
+    # the thesis and Sia's artifact count the resume only; every checkpoint-restore is reported beside it
+    from dlsched.sim.metrics import summarize
+    summary = summarize(res.jobs, res.rounds, num_gpus=4, sim_wall_s=0.0)
+    assert summary["restarts_per_job"] == 1.0 and summary["checkpoint_restores_per_job"] == 2.0
