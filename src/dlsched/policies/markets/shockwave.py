@@ -137,7 +137,8 @@ def plan_window(est: JobEstimates, capacity: int, *, round_s: float, window_roun
                             integer=integer, maximize=True, offset=offset)
     start = None
     if start_run is not None:
-        run0 = feasible_start(start_run, est.gpus, capacity, rounds_needed)
+        run0 = fill_rounds(feasible_start(start_run, est.gpus, capacity, rounds_needed), est.gpus, capacity,
+                           rounds_needed, priority=rho_now)
         P0 = np.minimum(1.0, progress + delta * run0.sum(axis=1))
         u0 = np.clip(np.min([math.log(b) + (P0 - b) / b for b in log_bases], axis=0), -1e3, 0.0)
         s0 = np.maximum(0.0, (est.age_s + H + total) / est.isolated_s - rho_max - total / est.isolated_s * P0)
@@ -160,6 +161,30 @@ def feasible_start(run: np.ndarray, gpus: np.ndarray, capacity: int, rounds_need
     for r in range(run.shape[1]):
         used = np.cumsum(np.where(run[:, r], gpus, 0.0))
         run[:, r] &= used <= capacity + 1e-9
+    load = (run * gpus[:, None]).sum(axis=0)
+    return run[:, np.argsort(-load, kind="stable")]
+
+
+def fill_rounds(run: np.ndarray, gpus: np.ndarray, capacity: int, rounds_needed: np.ndarray,
+                priority: np.ndarray) -> np.ndarray:
+    """``run`` (a feasible plan) with every round's free GPUs given to jobs that fit and still need rounds,
+    highest ``priority`` first, then reordered busiest first.
+
+    Why: a re-plan starts from the rest of the previous plan, in which a job that arrived since has no
+    round. When the solve is cut short by its time limit before it finds anything better, that start is
+    the plan, and the newcomers would wait for the next re-plan while GPUs stay idle; under load every
+    re-plan is cut short, and they wait for hours. Every term of the objective grows with a job's
+    progress, so running a job in a free slot never lowers it: the filled start is at least as good."""
+    run = np.array(run, dtype=bool, copy=True)
+    order = np.argsort(-np.asarray(priority, dtype=float), kind="stable")
+    planned = run.sum(axis=1)
+    for r in range(run.shape[1]):
+        left = capacity - float((run[:, r] * gpus).sum())
+        for j in order:
+            if not run[j, r] and planned[j] < rounds_needed[j] and gpus[j] <= left + 1e-9:
+                run[j, r] = True
+                planned[j] += 1
+                left -= gpus[j]
     load = (run * gpus[:, None]).sum(axis=0)
     return run[:, np.argsort(-load, kind="stable")]
 
@@ -207,11 +232,11 @@ class ShockwaveAllocation(LeaseAllocation):
         done = self.plan_run[:, :self._plan_round].any(axis=1) & ~self.plan_run[:, self._plan_round:].any(axis=1)
         return bool(np.any(done & self._plan_finishes))
 
-    def _rest_of_plan(self, ids: list[str]) -> np.ndarray | None:
+    def _rest_of_plan(self, ids: list[str]) -> np.ndarray:
         """The current plan's rounds not yet run, for the jobs in ``ids`` (new jobs: none), padded to the
-        window; None before the first plan."""
+        window; before the first plan, a plan where nobody runs (:func:`fill_rounds` then fills it)."""
         if not self.plan_jobs:
-            return None
+            return np.zeros((len(ids), self.window_rounds), dtype=bool)
         row = {jid: i for i, jid in enumerate(self.plan_jobs)}
         rest = self.plan_run[:, self._plan_round:]
         out = np.zeros((len(ids), self.window_rounds), dtype=bool)
