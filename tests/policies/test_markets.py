@@ -234,6 +234,16 @@ def test_fill_rounds_keeps_the_plan_feasible_and_leaves_no_slot_a_waiting_job_fi
             assert all(gpus[j] > cap - load[r] + 1e-9 for r in range(R) if not filled[j, r])
 
 
+def test_shockwave_solves_stop_at_its_node_limit():
+    rng = np.random.default_rng(0)
+    jobs = [job(f"j{i}", int(rng.choice([1, 2])), age=float(rng.uniform(0, 5000)),
+                estimate=float(rng.uniform(300, 5000))) for i in range(30)]
+    sched = build_scheduler("shockwave", settings={"window_rounds": "10", "node_limit": "3"})
+    decision = sched.schedule(view(jobs, 0.0))
+    assert 0 <= decision.info["shockwave.nodes"] <= 3
+    assert running(decision)  # the filled start plan runs jobs even if the search stops at once
+
+
 def test_shockwave_keeps_its_plan_while_the_jobs_are_unchanged():
     jobs = [job("a", 4, age=0.0, estimate=3600.0), job("b", 4, age=0.0, estimate=3600.0)]
     sched = build_scheduler("shockwave", settings={"window_rounds": "4"})
