@@ -1,10 +1,10 @@
 """Restarts of one run, by what changed: growth, shrinking, a change of GPU type, a move to other GPUs with
 the same shape, or a resume after preemption; and the growth floor.
 
-Why: ``restarts_per_job`` counts every checkpoint-restore the engine charges (any new placement of a job
-that has run before). The simulator of Sia's artifact counts one only when a job's GPU type or its per-node
-GPU counts change, so a move to other GPUs of the same shape is free there; this script says how many of
-a run's restarts are of each kind, and what the artifact's rule would have counted.
+Why: ``restarts_per_job`` counts restarts as the thesis and the simulator of Sia's artifact do (a new
+placement whose GPU type or per-node GPU counts differ, a resume included); ``checkpoint_restores_per_job``
+counts every checkpoint-restore the engine charges, moves to other GPUs of the same shape included. This
+script says how many of a run's checkpoint-restores are of each kind.
 
 Growth floor: Sia starts every job on one GPU and at most doubles it per round (thesis, section 3.3.1), so a
 job that ever holds k GPUs has restarted at least ceil(log2 k) times. The mean of that over the jobs is the
@@ -82,9 +82,12 @@ def main() -> None:
     total = sum(counts.values())
     artifact = total - counts["same-shape-move"]
     print(f"{args.cluster} {args.trace} {args.policy} {settings}: "
-          f"restarts_per_job={run.summary['restarts_per_job']:.2f} avg_jct_h={run.summary['avg_jct_s'] / 3600:.3f}")
+          f"restarts_per_job={run.summary['restarts_per_job']:.2f} "
+          f"checkpoint_restores_per_job={run.summary['checkpoint_restores_per_job']:.2f} "
+          f"avg_jct_h={run.summary['avg_jct_s'] / 3600:.3f}")
     print("per job: " + ", ".join(f"{k}={counts[k] / jobs:.2f}" for k in KINDS))
-    print(f"per job as the artifact's simulator counts (same-shape moves free): {artifact / jobs:.2f}")
+    print(f"per job as the artifact's simulator counts (same-shape moves free; restarts_per_job): "
+          f"{artifact / jobs:.2f}")
     print(f"growth floor per job (doubling from one GPU to each job's largest count): "
           f"{growth_floor(largest, jobs):.2f}")
 

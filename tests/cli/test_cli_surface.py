@@ -113,7 +113,7 @@ def test_simulate_warns_when_restarts_per_job_pass_the_threshold():
     res = invoke("simulate", "--placement", "random", "--trace", "synthetic:rate=20,hours=1,seed=3",
                  "--jobs", "8", "--format", "json")
     assert res.exit_code == 0, res.output
-    assert json.loads(res.stdout)["restarts_per_job"] > RESTARTS_PER_JOB_WARN
+    assert json.loads(res.stdout)["checkpoint_restores_per_job"] > RESTARTS_PER_JOB_WARN
     warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:")]
     assert len(warnings) == 1 and "fifo@random restarts each job" in warnings[0], res.stderr
     quiet = invoke("simulate", "--trace", "synthetic:rate=20,hours=1,seed=3", "--jobs", "8", "--format", "json")

@@ -6,12 +6,14 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dlsched.core import ClusterView, InputError, JobSpec, JobStatus, JobView, Placement
 from dlsched.policies import build_scheduler
 from dlsched.policies.markets import partial_allocation, plan_window, solve_auction
 from dlsched.policies.markets.lease import job_estimates
-from dlsched.policies.markets.shockwave import feasible_start
+from dlsched.policies.markets.shockwave import feasible_start, fill_rounds
 from testkit import small_cluster
 
 FOUR = small_cluster((("t4", 1, 4),))  # one node of 4 GPUs
@@ -181,7 +183,65 @@ def test_shockwave_re_plan_cut_short_by_its_time_limit_keeps_the_plan_it_started
     cut = plan_window(est, 4, time_limit_s=1e-4, **kw)
     assert not cut.run.any()  # from scratch, no plan is found in time: nobody would run
     warm = plan_window(est, 4, time_limit_s=1e-4, start_run=best.run, **kw)
-    assert warm.run.sum() == best.run.sum() and warm.objective == pytest.approx(best.objective, rel=1e-9)
+    # the start is the best plan, with any slot it left free filled: never worse
+    assert warm.run.sum() >= best.run.sum() and warm.objective >= best.objective - 1e-9
+
+
+def test_a_re_plan_cut_short_runs_the_newcomers_on_the_gpus_the_old_plan_leaves_free():
+    # The previous plan ran a (2 GPUs) in every round of a 4-GPU cluster; b and c arrived since. A re-plan
+    # cut short by its time limit keeps its start: that start must give b and c the free GPUs, not leave
+    # them idle until the next re-plan.
+    jobs = [job("a", 2, age=3600.0, estimate=7200.0, served=1800.0, progress=0.25),
+            job("b", 2, age=0.0, estimate=1800.0), job("c", 2, age=0.0, estimate=3600.0)]
+    est = job_estimates(jobs, 4)
+    old = np.array([[True] * 4, [False] * 4, [False] * 4])
+    cut = plan_window(est, 4, round_s=360.0, window_rounds=4, ftf_weight=10.0, makespan_weight=0.1,
+                      rho_max=1.0, log_bases=(0.01, 0.2, 0.4, 0.6, 0.8, 1.0), time_limit_s=1e-4, start_run=old)
+    assert cut.run[:, 0].tolist() == [True, True, False] or cut.run[:, 0].tolist() == [True, False, True]
+    assert (est.gpus @ cut.run == 4).all()  # no GPU idle while a job could use it
+
+
+def test_the_first_plan_cut_short_still_fills_the_cluster():
+    # 60 small jobs, a 20-round window and a 0.1 s limit: the solve stops early. It starts from a filled
+    # plan, so the first round uses every GPU (from nothing, it used 2 of the 4).
+    rng = np.random.default_rng(0)
+    jobs = [job(f"j{i}", int(rng.choice([1, 2])), age=float(rng.uniform(0, 5000)),
+                estimate=float(rng.uniform(300, 5000))) for i in range(60)]
+    sched = build_scheduler("shockwave", settings={"window_rounds": "20", "time_limit_s": "0.1"})
+    decision = sched.schedule(view(jobs, 0.0))
+    assert sum(len(a.placement) for a in decision.allocations.values()) == 4
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_fill_rounds_keeps_the_plan_feasible_and_leaves_no_slot_a_waiting_job_fits(data):
+    n = data.draw(st.integers(1, 7))
+    R = data.draw(st.integers(1, 6))
+    cap = data.draw(st.integers(1, 8))
+    gpus = np.array(data.draw(st.lists(st.integers(1, 8), min_size=n, max_size=n)), dtype=float)
+    needed = np.array(data.draw(st.lists(st.integers(0, R + 1), min_size=n, max_size=n)), dtype=float)
+    raw = np.array(data.draw(st.lists(st.booleans(), min_size=n * R, max_size=n * R))).reshape(n, R)
+    start = feasible_start(raw, gpus, cap, needed)
+    prio = np.array(data.draw(st.lists(st.floats(0, 10), min_size=n, max_size=n)))
+    filled = fill_rounds(start, gpus, cap, needed, prio)
+    load = gpus @ filled
+    assert (load <= cap + 1e-9).all()
+    assert (filled.sum(axis=1) <= needed).all()
+    assert (np.diff(load) <= 1e-9).all()  # busiest first
+    assert (filled.sum(axis=1) >= start.sum(axis=1)).all()  # nobody loses a round
+    for j in range(n):  # maximal: a job short of rounds fits in none of the rounds it does not run in
+        if filled[j].sum() < needed[j]:
+            assert all(gpus[j] > cap - load[r] + 1e-9 for r in range(R) if not filled[j, r])
+
+
+def test_shockwave_solves_stop_at_its_node_limit():
+    rng = np.random.default_rng(0)
+    jobs = [job(f"j{i}", int(rng.choice([1, 2])), age=float(rng.uniform(0, 5000)),
+                estimate=float(rng.uniform(300, 5000))) for i in range(30)]
+    sched = build_scheduler("shockwave", settings={"window_rounds": "10", "node_limit": "3"})
+    decision = sched.schedule(view(jobs, 0.0))
+    assert 0 <= decision.info["shockwave.nodes"] <= 3
+    assert running(decision)  # the filled start plan runs jobs even if the search stops at once
 
 
 def test_shockwave_keeps_its_plan_while_the_jobs_are_unchanged():

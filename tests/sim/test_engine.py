@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dlsched.core import Adaptivity, InputError, JobSpec
 from dlsched.policies import build_scheduler
 from dlsched.sim.engine import Engine, SimConfig
+from dlsched.sim.metrics import summarize
 from dlsched.world.base import World, WorldConfig
 from testkit import Recorder, duration_job, small_cluster
 
@@ -171,3 +174,58 @@ def test_what_counts_as_a_restart():
     assert rec.restarts == 2
     # the restart delay is paid at the first start and at both restarts, never for the batch change
     assert rec.restart_gpu_s >= 3 * 2 * world.physics(spec).restart_delay_s
+    # of the two, the move to GPUs 2-3 (same type, same per-node count) is a move; the resume is not
+    assert rec.moves == 1
+    # the thesis and Sia's artifact count the resume only; every checkpoint-restore is reported beside it
+    summary = summarize(res.jobs, res.rounds, num_gpus=4, sim_wall_s=0.0)
+    assert summary["restarts_per_job"] == 1.0 and summary["checkpoint_restores_per_job"] == 2.0
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.sampled_from([(), (0, 1), (2, 3), (4, 6), (3, 4), (0, 5)]), min_size=1, max_size=12))
+def test_restarts_count_changes_of_shape_and_resumes_and_moves_are_counted_apart(script):
+    # Two 4-GPU nodes of one type; a scripted allocation walks the job through ``script`` (one entry per
+    # round). Restarts as the thesis counts them: a later placement whose per-node counts differ from the
+    # one before, or a resume; moves: other GPUs with the same per-node counts. Every one is charged.
+    from dlsched.core import Decision, Placement
+    from dlsched.policies.stages import SchedulerTraits
+
+    cluster = small_cluster((("t4", 2, 4),))
+    spec = duration_job("d", 0.0, 2, 1e6)
+    issued: list[tuple[int, ...]] = []
+
+    class Scripted:
+        name = "scripted"
+        traits = SchedulerTraits()
+
+        def attach_oracle(self, estimator) -> None:
+            pass
+
+        def describe(self) -> str:
+            return self.name
+
+        def schedule(self, view) -> Decision:
+            d = Decision()
+            gpus = script[len(issued)] if len(issued) < len(script) else ()
+            issued.append(gpus)
+            if gpus:
+                d.place("d", Placement.of(gpus))
+            return d
+
+    world = World(cluster, seed=0)
+    res = Engine(cluster, [spec], Scripted(), world, SimConfig(max_time_s=60.0 * (len(script) + 1))).run()
+    (rec,) = res.jobs
+
+    def shape(g: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(sorted((sum(1 for x in g if x // 4 == n) for n in {x // 4 for x in g}), reverse=True))
+
+    started, prev, restarts, moves = False, (), 0, 0
+    for g in issued:
+        if g and g != prev and started:
+            restarts += 1
+            moves += bool(prev) and shape(prev) == shape(g)
+        started = started or bool(g)
+        prev = g
+    assert (rec.restarts, rec.moves) == (restarts, moves)
+    summary = summarize(res.jobs, res.rounds, num_gpus=8, sim_wall_s=0.0)
+    assert summary["restarts_per_job"] == restarts - moves <= summary["checkpoint_restores_per_job"] == restarts

@@ -169,3 +169,19 @@ def test_empty_problem():
     problem = AssignmentProblem(group=[], resource=[], size=[], value=[], capacity=[4.0], num_groups=2)
     res = solve_assignment(problem, "auto")
     assert res.choice.tolist() == [-1, -1]
+
+
+def test_node_limit_stops_branch_and_bound_at_the_same_point_every_time():
+    # A 60-item, 5-constraint knapsack that needs thousands of nodes to prove optimal. With a node limit the
+    # solve stops after that many nodes, not optimal, at the same incumbent every time (a time limit would
+    # stop it wherever the machine's load leaves it).
+    rng = np.random.default_rng(0)
+    w = rng.integers(20, 100, size=(5, 60)).astype(float)
+    v = w.sum(axis=0) / 5 + rng.integers(0, 20, 60)
+    prob = SparseProblem(c=v, A=sp.csc_matrix(w), row_lo=np.full(5, -np.inf), row_hi=w.sum(axis=1) / 2,
+                         col_lo=np.zeros(60), col_hi=np.ones(60), integer=np.ones(60, dtype=bool), maximize=True)
+    a = solve_sparse(prob, integer=True, node_limit=20)
+    b = solve_sparse(prob, integer=True, node_limit=20)
+    assert not a.optimal and a.nodes == b.nodes == 20
+    assert (a.x == b.x).all() and a.objective == b.objective
+    assert (w @ a.x <= w.sum(axis=1) / 2 + 1e-6).all() and a.objective > 0

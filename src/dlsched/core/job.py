@@ -153,6 +153,9 @@ class Job:
     attained_service_s: float = 0.0
     wait_s: float = 0.0
     restarts: int = 0
+    #: Of ``restarts``, the moves: a new placement with the same GPU type and per-node GPU counts as the one
+    #: before it, on other GPUs. Sia's artifact does not count these as restarts (docs/fidelity.md).
+    moves: int = 0
     restart_until_s: float = 0.0
     #: GPU-seconds spent in checkpoint-restore (charged, but no progress).
     restart_gpu_s: float = 0.0

@@ -310,6 +310,7 @@ class Engine:
                 continue
             # placement changed: close the old segment, pay checkpoint-restore on the new GPUs
             self._close_segment(st, t)
+            old_place = j.placement
             j.placement = new_place
             j.batch_size, j.gpu_share = batch, share
             j.mps_pct, j.batch_split = mps, split
@@ -320,6 +321,8 @@ class Engine:
                 else:
                     j.restarts += 1
                     restarts += 1
+                    if old_place and self._same_shape(old_place, new_place):
+                        j.moves += 1
                 j.restart_until_s = t + max(st.phys.restart_delay_s, alloc.pause_s if alloc is not None else 0.0)
                 j.status = JobStatus.RESTARTING if st.phys.restart_delay_s > 0 else JobStatus.RUNNING
                 j.last_gpu_type = self.cluster.gpu_type_of[new_place.gpus[0]]
@@ -330,6 +333,12 @@ class Engine:
             if job_id in self.active:  # a job may complete while a charged policy computes
                 self._profile(self.active[job_id], placement, t)
         return restarts
+
+    def _same_shape(self, a: Placement, b: Placement) -> bool:
+        """Same GPU type and same GPUs per node (as a multiset): a move, not a change of allocation."""
+        type_of = self.cluster.gpu_type_of
+        return (type_of[a.gpus[0]] == type_of[b.gpus[0]]
+                and a.node_counts(self.cluster) == b.node_counts(self.cluster))
 
     def _profile(self, st: _JobState, placement: Placement, t: float) -> None:
         """Run Sia-style profiling: GPUs held and charged for the profiling time, observations reported."""
@@ -552,7 +561,7 @@ class Engine:
             rec = JobRecord(job_id=spec.job_id, model=spec.model, user=spec.user, adaptivity=str(spec.adaptivity),
                             requested_gpus=spec.num_gpus, submit_s=spec.submit_time_s, start_s=j.start_time_s,
                             finish_s=j.finish_time_s, wait_s=wait, gpu_s=j.attained_gpu_s, restarts=j.restarts,
-                            restart_gpu_s=j.restart_gpu_s, deadline_s=spec.deadline_s, ideal_runtime_s=ideal,
+                            moves=j.moves, restart_gpu_s=j.restart_gpu_s, deadline_s=spec.deadline_s, ideal_runtime_s=ideal,
                             gpu_s_by_type=dict(j.gpu_s_by_type), shared_gpu_s=st.shared_gpu_s)
             if j.finish_time_s is not None:
                 jct = j.finish_time_s - spec.submit_time_s

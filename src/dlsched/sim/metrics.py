@@ -74,6 +74,7 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "gpu_hours_per_job",
     "utilization",
     "restarts_per_job",
+    "checkpoint_restores_per_job",
     "ftf_max",
     "ftf_unfair_frac",
     "latency_ratio_max",
@@ -90,7 +91,8 @@ SUMMARY_KEYS: tuple[str, ...] = (
 #: Fixed columns of :func:`jobs_frame` (``gpu_s_<type>`` columns follow, one per GPU type seen).
 JOB_COLUMNS: tuple[str, ...] = (
     "job_id", "model", "user", "adaptivity", "requested_gpus", "submit_s", "start_s", "finish_s", "jct_s",
-    "wait_s", "gpu_s", "restarts", "restart_gpu_s", "deadline_s", "ideal_runtime_s", "ftf", "latency_ratio",
+    "wait_s", "gpu_s", "restarts", "moves", "restart_gpu_s", "deadline_s", "ideal_runtime_s", "ftf",
+    "latency_ratio",
 )
 
 #: Fixed columns of :func:`rounds_frame` (``gpus_<type>`` columns follow, one per GPU type seen).
@@ -402,6 +404,10 @@ def summarize(jobs: list[JobRecord], rounds: list[RoundRecord], *, num_gpus: int
     * ``avg_wait_s``, ``gpu_hours_per_job`` and ``restarts_per_job`` average over all jobs, since unfinished
       jobs did wait, use GPUs and restart. ``gpu_hours_per_job`` uses ``JobRecord.gpu_s``, which already
       includes checkpoint-restore GPU time (Sia counts that as spent GPU hours).
+    * ``restarts_per_job`` counts restarts as the Sia thesis and its artifact's simulator do: a later
+      placement whose GPU type or per-node GPU counts differ from the one before, a resume after preemption
+      included; a move to other GPUs of the same type and shape is not one. ``checkpoint_restores_per_job``
+      counts every checkpoint-restore the engine charges, those moves included.
     * ``utilization``: see :func:`_utilization` (jobs' GPU-seconds when all finished, else the rounds).
     * ``ftf_unfair_frac`` = share of completed jobs *with an ftf value* whose rho > 1 (Sia's unfair job
       fraction); ``latency_ratio_*`` over jobs with a latency ratio; None when there are none.
@@ -441,7 +447,8 @@ def summarize(jobs: list[JobRecord], rounds: list[RoundRecord], *, num_gpus: int
         "avg_wait_s": _mean([j.wait_s for j in jobs]),
         "gpu_hours_per_job": float(sum(j.gpu_s for j in jobs) / 3600.0 / n_jobs) if n_jobs else None,
         "utilization": utilization,
-        "restarts_per_job": float(sum(j.restarts for j in jobs) / n_jobs) if n_jobs else None,
+        "restarts_per_job": float(sum(j.restarts - j.moves for j in jobs) / n_jobs) if n_jobs else None,
+        "checkpoint_restores_per_job": float(sum(j.restarts for j in jobs) / n_jobs) if n_jobs else None,
         "ftf_max": _f(max(ftfs)) if ftfs else None,
         "ftf_unfair_frac": float(sum(1 for x in ftfs if x > 1.0) / len(ftfs)) if ftfs else None,
         "latency_ratio_max": _f(max(lrs)) if lrs else None,
@@ -504,7 +511,7 @@ def jobs_frame(jobs: Sequence[JobRecord]) -> pd.DataFrame:
             "job_id": j.job_id, "model": j.model, "user": j.user, "adaptivity": j.adaptivity,
             "requested_gpus": j.requested_gpus, "submit_s": j.submit_s, "start_s": j.start_s,
             "finish_s": j.finish_s, "jct_s": j.jct_s, "wait_s": j.wait_s, "gpu_s": j.gpu_s,
-            "restarts": j.restarts, "restart_gpu_s": j.restart_gpu_s, "deadline_s": j.deadline_s,
+            "restarts": j.restarts, "moves": j.moves, "restart_gpu_s": j.restart_gpu_s, "deadline_s": j.deadline_s,
             "ideal_runtime_s": j.ideal_runtime_s, "ftf": j.ftf, "latency_ratio": j.latency_ratio,
         }
         for t in types:

@@ -36,6 +36,9 @@ class JobRecord:
     shared_gpu_s: float = 0.0
     #: rho under every reading of eq. 3.6 (``FtfDefinition.label`` -> rho); ``ftf`` is the run's chosen one.
     ftf_by_reading: dict[str, float | None] = field(default_factory=dict)
+    #: Of ``restarts`` (every checkpoint-restore charged), the moves to other GPUs with the same GPU type and
+    #: per-node counts, which Sia's artifact and thesis do not count as restarts (``restarts_per_job``).
+    moves: int = 0
 
     @property
     def jct_s(self) -> float | None:

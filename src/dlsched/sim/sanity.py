@@ -20,9 +20,16 @@ RESTARTS_RELATIVE_WARN = 5.0
 RESTARTS_MIN_WARN = 1.0
 
 
+def _restores(summary: dict[str, Any]) -> float | None:
+    """Checkpoint-restores per job: every one charged, moves to GPUs of the same shape included (summaries
+    made before that key existed have only ``restarts_per_job``)."""
+    value = summary.get("checkpoint_restores_per_job", summary.get("restarts_per_job"))
+    return None if value is None else float(value)
+
+
 def restart_warning(summary: dict[str, Any]) -> str | None:
     """A one-line warning when one run's restarts per job exceed :data:`RESTARTS_PER_JOB_WARN`."""
-    rpj = summary.get("restarts_per_job")
+    rpj = _restores(summary)
     if rpj is None or rpj <= RESTARTS_PER_JOB_WARN:
         return None
     return (f"{summary.get('policy', 'this run')} restarts each job {rpj:.1f} times on average (more than "
@@ -33,9 +40,8 @@ def restart_outliers(rows: Sequence[dict[str, Any]]) -> list[str]:
     """One warning per policy whose restarts per job are far above the other policies' median."""
     found = []
     for i, row in enumerate(rows):
-        rpj = row.get("restarts_per_job")
-        others: list[float] = [float(r["restarts_per_job"]) for j, r in enumerate(rows)
-                               if j != i and r.get("restarts_per_job") is not None]
+        rpj = _restores(row)
+        others: list[float] = [float(x) for j, r in enumerate(rows) if j != i and (x := _restores(r)) is not None]
         if rpj is None or not others or rpj < RESTARTS_MIN_WARN:
             continue
         median = statistics.median(others)

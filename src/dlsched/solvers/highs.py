@@ -81,6 +81,8 @@ class Solution:
     solve_s: float
     iterations: int = 0
     optimal: bool = True
+    #: Branch-and-bound nodes a MILP solve explored (0 for an LP).
+    nodes: int = 0
 
 
 _banner_silenced = False
@@ -126,7 +128,7 @@ def model_status(h: highspy.Highs) -> tuple[str, bool]:
 
 def solve_sparse(problem: SparseProblem, *, integer: bool = True, lp_method: str = "ipm", crossover: bool = True,
                  mip_rel_gap: float = 1e-6, time_limit_s: float | None = None, threads: int = 1,
-                 start: np.ndarray | None = None) -> Solution:
+                 start: np.ndarray | None = None, node_limit: int | None = None) -> Solution:
     """Solve with HiGHS: as a MILP when ``integer`` (and the problem has integer columns), else as an LP.
 
     ``lp_method`` is ``"ipm"`` (interior point; ``crossover`` gives a vertex) or ``"simplex"``.
@@ -134,6 +136,8 @@ def solve_sparse(problem: SparseProblem, *, integer: bool = True, lp_method: str
     ``start`` is a feasible point of a MILP (one value per column) that branch and bound starts from as its
     incumbent: a policy that re-plans a slightly changed problem hands in its previous plan, so the search
     prunes with a good bound from the first node and a time limit never leaves it worse than that plan.
+    ``node_limit`` stops branch and bound after that many nodes: unlike a time limit, it stops every run of
+    the same problem at the same point, whatever else the machine is doing.
     """
     h = new_highs(threads, time_limit_s)
     is_mip = integer and problem.integer is not None and bool(np.any(problem.integer))
@@ -142,6 +146,8 @@ def solve_sparse(problem: SparseProblem, *, integer: bool = True, lp_method: str
         # The root reduced-cost heuristic costs most of the time on small assignment problems (measured: 2.5x
         # slower solves) and never changed an optimum there; branch and bound still proves optimality.
         h.setOptionValue("mip_heuristic_run_root_reduced_cost", False)
+        if node_limit is not None:
+            h.setOptionValue("mip_max_nodes", int(node_limit))
     else:
         h.setOptionValue("solver", "ipm" if lp_method == "ipm" else "simplex")
         if lp_method == "ipm":
@@ -164,12 +170,15 @@ def solve_sparse(problem: SparseProblem, *, integer: bool = True, lp_method: str
         x = np.asarray(sol.col_value, dtype=float)
     else:
         x = np.zeros(problem.num_cols)
+    nodes = 0
     if is_mip:
         bound = float(info.mip_dual_bound)
         iters = int(info.simplex_iteration_count)
+        nodes = int(info.mip_node_count)
     else:
         bound = float(info.objective_function_value) if optimal else float("nan")
         iters = int(info.simplex_iteration_count) + int(info.ipm_iteration_count)
     obj = float(problem.c @ x + problem.offset)
-    return Solution(x=x, objective=obj, status=text, bound=bound, solve_s=dt, iterations=iters, optimal=optimal)
+    return Solution(x=x, objective=obj, status=text, bound=bound, solve_s=dt, iterations=iters, optimal=optimal,
+                    nodes=nodes)
 

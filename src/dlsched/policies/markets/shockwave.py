@@ -65,12 +65,13 @@ class WindowPlan:
     objective: float
     status: str
     solve_s: float
+    nodes: int = 0
 
 
 def plan_window(est: JobEstimates, capacity: int, *, round_s: float, window_rounds: int, ftf_weight: float,
                 makespan_weight: float, rho_max: float, log_bases: tuple[float, ...],
                 mip_gap: float = 1e-3, time_limit_s: float | None = None,
-                start_run: np.ndarray | None = None) -> WindowPlan:
+                start_run: np.ndarray | None = None, node_limit: int | None = None) -> WindowPlan:
     """Shockwave's schedule over the next ``window_rounds`` rounds (module docstring), as a MILP.
 
     ``start_run`` (jobs x rounds, booleans) is a plan to start the search from, typically the rest of the
@@ -137,14 +138,16 @@ def plan_window(est: JobEstimates, capacity: int, *, round_s: float, window_roun
                             integer=integer, maximize=True, offset=offset)
     start = None
     if start_run is not None:
-        run0 = feasible_start(start_run, est.gpus, capacity, rounds_needed)
+        run0 = fill_rounds(feasible_start(start_run, est.gpus, capacity, rounds_needed), est.gpus, capacity,
+                           rounds_needed, priority=rho_now)
         P0 = np.minimum(1.0, progress + delta * run0.sum(axis=1))
         u0 = np.clip(np.min([math.log(b) + (P0 - b) / b for b in log_bases], axis=0), -1e3, 0.0)
         s0 = np.maximum(0.0, (est.age_s + H + total) / est.isolated_s - rho_max - total / est.isolated_s * P0)
         start = np.concatenate([run0.reshape(-1).astype(float), P0, u0, s0])
-    sol = solve_sparse(problem, integer=True, mip_rel_gap=mip_gap, time_limit_s=time_limit_s, start=start)
+    sol = solve_sparse(problem, integer=True, mip_rel_gap=mip_gap, time_limit_s=time_limit_s, start=start,
+                       node_limit=node_limit)
     run = (sol.x[:nx] > 0.5).reshape(n, R) if n else np.zeros((0, R), dtype=bool)
-    return WindowPlan(run=run, objective=sol.objective, status=sol.status, solve_s=sol.solve_s)
+    return WindowPlan(run=run, objective=sol.objective, status=sol.status, solve_s=sol.solve_s, nodes=sol.nodes)
 
 
 def feasible_start(run: np.ndarray, gpus: np.ndarray, capacity: int, rounds_needed: np.ndarray) -> np.ndarray:
@@ -160,6 +163,30 @@ def feasible_start(run: np.ndarray, gpus: np.ndarray, capacity: int, rounds_need
     for r in range(run.shape[1]):
         used = np.cumsum(np.where(run[:, r], gpus, 0.0))
         run[:, r] &= used <= capacity + 1e-9
+    load = (run * gpus[:, None]).sum(axis=0)
+    return run[:, np.argsort(-load, kind="stable")]
+
+
+def fill_rounds(run: np.ndarray, gpus: np.ndarray, capacity: int, rounds_needed: np.ndarray,
+                priority: np.ndarray) -> np.ndarray:
+    """``run`` (a feasible plan) with every round's free GPUs given to jobs that fit and still need rounds,
+    highest ``priority`` first, then reordered busiest first.
+
+    Why: a re-plan starts from the rest of the previous plan, in which a job that arrived since has no
+    round. When the solve is cut short by its node or time limit before it finds anything better, that
+    start is the plan, and the newcomers would wait for the next re-plan while GPUs stay idle. Every term of
+    the objective grows with a job's progress, so running a job in a free slot never lowers it: the filled
+    start is at least as good."""
+    run = np.array(run, dtype=bool, copy=True)
+    order = np.argsort(-np.asarray(priority, dtype=float), kind="stable")
+    planned = run.sum(axis=1)
+    for r in range(run.shape[1]):
+        left = capacity - float((run[:, r] * gpus).sum())
+        for j in order:
+            if not run[j, r] and planned[j] < rounds_needed[j] and gpus[j] <= left + 1e-9:
+                run[j, r] = True
+                planned[j] += 1
+                left -= gpus[j]
     load = (run * gpus[:, None]).sum(axis=0)
     return run[:, np.argsort(-load, kind="stable")]
 
@@ -186,8 +213,14 @@ class ShockwaveAllocation(LeaseAllocation):
                                          metadata={"parse": _parse_bases})
     #: Relative optimality gap at which the MILP stops.
     mip_gap: float = ranged(1e-3, 0.0, 1.0)
-    #: Wall-clock limit of one solve in seconds (the best plan found by then is used).
-    time_limit_s: float = ranged(15.0, 0.1, 3600.0)
+    #: Branch-and-bound nodes after which a solve stops with the best plan found (a re-plan never ends worse
+    #: than the plan it starts from). A node limit, not a time limit, ends the solve so that a run gives the
+    #: same plans on a loaded machine as on an idle one: with a 15 s wall-clock limit, runs of the same code
+    #: and configuration differed (docs/fidelity.md, "Shockwave in the calibrated world").
+    node_limit: int = ranged(500, 1, 10_000_000)
+    #: Wall-clock guard on one solve in seconds (the best plan found by then is used). It should not bind
+    #: before ``node_limit``: when it does, the run depends on the machine's load.
+    time_limit_s: float = ranged(300.0, 0.1, 3600.0)
     #: Start each re-plan from the rest of the previous plan (an incumbent for branch and bound); "false"
     #: solves every plan from scratch.
     warm_start: bool = True
@@ -207,11 +240,11 @@ class ShockwaveAllocation(LeaseAllocation):
         done = self.plan_run[:, :self._plan_round].any(axis=1) & ~self.plan_run[:, self._plan_round:].any(axis=1)
         return bool(np.any(done & self._plan_finishes))
 
-    def _rest_of_plan(self, ids: list[str]) -> np.ndarray | None:
+    def _rest_of_plan(self, ids: list[str]) -> np.ndarray:
         """The current plan's rounds not yet run, for the jobs in ``ids`` (new jobs: none), padded to the
-        window; None before the first plan."""
+        window; before the first plan, a plan where nobody runs (:func:`fill_rounds` then fills it)."""
         if not self.plan_jobs:
-            return None
+            return np.zeros((len(ids), self.window_rounds), dtype=bool)
         row = {jid: i for i, jid in enumerate(self.plan_jobs)}
         rest = self.plan_run[:, self._plan_round:]
         out = np.zeros((len(ids), self.window_rounds), dtype=bool)
@@ -233,12 +266,13 @@ class ShockwaveAllocation(LeaseAllocation):
             solved = plan_window(est, capacity, round_s=self.lease_s, window_rounds=self.window_rounds,
                                  ftf_weight=self.ftf_weight, makespan_weight=self.makespan_weight,
                                  rho_max=self.rho_max, log_bases=self.log_bases, mip_gap=self.mip_gap,
-                                 time_limit_s=self.time_limit_s,
+                                 time_limit_s=self.time_limit_s, node_limit=self.node_limit,
                                  start_run=self._rest_of_plan(ids) if self.warm_start else None)
             self.plan_jobs, self.plan_run, self._plan_round = ids, solved.run, 0
             self._plan_finishes = solved.run.sum(axis=1) >= np.ceil(est.remaining_s / self.lease_s - 1e-9)
             self.solve_s.append(solved.solve_s)
             plan.info["shockwave.solve_s"] = solved.solve_s
+            plan.info["shockwave.nodes"] = float(solved.nodes)
         column = self.plan_run[:, self._plan_round]
         self._plan_round += 1
         chosen, left = [], capacity
