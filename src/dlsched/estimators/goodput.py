@@ -103,7 +103,7 @@ from dlsched.estimators.goodput_batches import (
 )
 from dlsched.estimators.goodput_predictors import GENERIC_BETA_C, Predictor, predictor
 from dlsched.estimators.goodput_state import POOLED, CacheEntry, JobState
-from dlsched.estimators.throughput_model import ThroughputParams
+from dlsched.estimators.throughput_model import FitMemo, ThroughputParams
 
 # Names defined in the goodput_* modules are still importable from here, where they used to live.
 __all__ = ["BATCH_GRID", "GENERIC_BETA_C", "MODES", "POOLED", "ZERO_GRAD_MODES", "GoodputTable",
@@ -138,8 +138,10 @@ class LearnedGoodputEstimator:
         self.zero_grad = zero_grad
         self._jobs: dict[str, JobState] = {}
         self._last_view: ClusterView | None = None
-        #: Number of model fits done so far (for tests and reports).
+        #: Number of model fits done so far (for tests and reports; fits answered by the memo count).
         self.fits = 0
+        #: Fits are shared between jobs with identical observations (:class:`FitMemo`: the same result).
+        self.fit_memo = FitMemo()
 
     # -- learning --------------------------------------------------------------------------------------
     def update(self, view: ClusterView) -> None:
@@ -171,7 +173,7 @@ class LearnedGoodputEstimator:
 
     def _ingest(self, st: JobState, job: JobView) -> None:
         self.fits += st.ingest(job, hetero_aware=self.hetero_aware, refit_tol=self.refit_tol,
-                               zero_grad=self.zero_grad)
+                               zero_grad=self.zero_grad, memo=self.fit_memo)
 
     # -- what is known ---------------------------------------------------------------------------------
     def known_types(self, job: JobView) -> tuple[str, ...]:
