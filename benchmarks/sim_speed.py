@@ -11,8 +11,9 @@ Cases (``--case``, default the first two, as the simulator-core issue asks):
   then, stopped at H h), for a quick measurement; without it the full day, run until every job finishes.
 
 Each line carries ``phase_s``, the engine's wall seconds per phase (``dlsched.sim.engine.PHASES``: view,
-policy, check, apply, advance, round_record, job_records), and ``wall_s_by_hour``, the wall seconds each
-simulated hour took, from which a slice projects the full day (``projected_24h_wall_s``: the slice's
+policy, check, apply, advance, round_record, job_records), ``policy_parts_s``, the scheduler's own split of
+its time summed over rounds (Sia: estimator, option building, solver), and (copter-25k) ``wall_s_by_hour``,
+the wall seconds each simulated hour took, from which a slice projects the full day (``projected_24h_wall_s``: the slice's
 wall time plus its last hour's for every hour still to come; the load grows through a slice's first hours
 and stays about level after, so this is an upper estimate while the slice still ramps up).
 
@@ -63,6 +64,17 @@ def configs_for(case: str, hours: float | None) -> list[tuple[str, RunConfig]]:
     return [(case, copter_config(hours))]
 
 
+def policy_parts(rounds: list) -> dict[str, float]:
+    """The scheduler's own split of its time, summed over rounds (the round records' ``*_s`` info, e.g. Sia's
+    ``sia.estimator_s``, ``sia.build_s``, ``sia.solve_s``)."""
+    out: dict[str, float] = {}
+    for r in rounds:
+        for k, v in (r.info or {}).items():
+            if k.endswith("_s"):
+                out[k] = out.get(k, 0.0) + float(v)
+    return {k: round(v, 3) for k, v in sorted(out.items())}
+
+
 def measure(case: str, config: RunConfig, hours: float | None) -> dict:
     by_hour: list[float] = []
     start = time.perf_counter()
@@ -70,8 +82,8 @@ def measure(case: str, config: RunConfig, hours: float | None) -> dict:
     def tick(t: float, done: int, total: int) -> None:
         # wall time at the end of each round, folded into simulated hours
         hour = int((t - 1e-9) // 3600.0)
-        while len(by_hour) <= hour:
-            by_hour.append(0.0)
+        while len(by_hour) <= hour:  # an hour without rounds (nothing active) took no time
+            by_hour.append(by_hour[-1] if by_hour else 0.0)
         by_hour[hour] = time.perf_counter() - start
 
     res = simulate(config, on_progress=tick)
@@ -82,7 +94,9 @@ def measure(case: str, config: RunConfig, hours: float | None) -> dict:
            "completed": done, "rounds": len(res.rounds), "sim_s": res.end_time_s, "wall_s": round(wall, 3),
            "sim_s_per_wall_s": round(res.end_time_s / wall, 1),
            "phase_s": {k: round(v, 3) for k, v in res.phase_s.items()},
-           "wall_s_by_hour": [round(h, 2) for h in hourly]}
+           "policy_parts_s": policy_parts(res.rounds)}
+    if case == "copter-25k":
+        row["wall_s_by_hour"] = [round(h, 2) for h in hourly]
     if hours is not None:
         row["hours"] = hours
         if hourly and hours < COPTER_HOURS:
