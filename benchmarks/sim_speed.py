@@ -17,20 +17,23 @@ the wall seconds each simulated hour took, from which a slice projects the full 
 wall time plus its last hour's for every hour still to come; the load grows through a slice's first hours
 and stays about level after, so this is an upper estimate while the slice still ramps up).
 
-Prints a human line per measurement, then one JSON object per line per measurement.
+Prints a human line per measurement, then one JSON object per line per measurement; with ``--out FILE`` the
+measurements also go to a result file with the provenance of :func:`dlsched.sim.about.provenance`, which
+``tables(data)`` renders (``docs/results.md``, the COpter section).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
 from pathlib import Path
 
 from dlsched.progress import progress_bar
+from dlsched.sim.about import begin_measurements, finish_measurements
 from dlsched.sim.config import RunConfig
+from dlsched.sim.engine import PHASES
 from dlsched.sim.run import simulate
 
 #: 256 servers of 8 V100 (a cluster file, so the run is an ordinary configuration).
@@ -38,6 +41,7 @@ BIG_CLUSTER = str(Path(__file__).resolve().parent / "clusters" / "v100-2048.yaml
 #: The thesis's 25k case: 100k jobs over 24 h (Alibaba PAI statistics), Sia solved by the continual method.
 COPTER_JOBS, COPTER_HOURS = 100_000, 24.0
 CASES = ("small", "big", "copter-25k")
+
 
 
 def copter_config(hours: float | None) -> RunConfig:
@@ -104,6 +108,23 @@ def measure(case: str, config: RunConfig, hours: float | None) -> dict:
     return row
 
 
+def tables(data: dict) -> dict[str, str]:
+    """The speed table (one row per case) and the engine's phases, from a result file written with ``--out``."""
+    lines = ["| case | GPUs | jobs | completed | rounds | simulated h | wall (s) | simulated s per wall s |",
+             "|---|---|---|---|---|---|---|---|"]
+    phases = ["| case | " + " | ".join(PHASES) + " | policy: estimator | policy: options | policy: solver |",
+              "|---|" + "---|" * (len(PHASES) + 3)]
+    for r in data["runs"]:
+        name = r["case"] + (f" (first {r['hours']:g} h)" if r.get("hours") is not None else "")
+        lines.append(f"| {name} | {r['gpus']:,} | {r['jobs']:,} | {r['completed']:,} | {r['rounds']:,} | "
+                     f"{r['sim_s'] / 3600:.1f} | {r['wall_s']:,.0f} | {r['sim_s_per_wall_s']:,.1f} |")
+        parts = r.get("policy_parts_s", {})
+        cells = [f"{r['phase_s'].get(k, 0.0):,.1f}" for k in PHASES]
+        cells += [f"{parts[k]:,.1f}" if k in parts else "-" for k in ("sia.estimator_s", "sia.build_s", "sia.solve_s")]
+        phases.append(f"| {name} | " + " | ".join(cells) + " |")
+    return {"table": "\n".join(lines), "phases": "Wall seconds per phase:\n\n" + "\n".join(phases)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="only the small case")
@@ -111,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="a case to run (repeatable; default: small and big)")
     ap.add_argument("--hours", type=float, default=None,
                     help="copter-25k only: simulate the first HOURS hours (0 < HOURS <= 24; default the full run)")
+    ap.add_argument("--out", default=None, help="also write the measurements, with provenance, to this JSON file")
     args = ap.parse_args(argv)
     if args.hours is not None and not (0 < args.hours <= COPTER_HOURS):
         print(f"error: --hours must be in (0, {COPTER_HOURS:g}], got {args.hours:g}", file=sys.stderr)
@@ -119,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.hours is not None and "copter-25k" not in cases:
         print("error: --hours applies to --case copter-25k only", file=sys.stderr)
         return 2
+    begin_measurements(args.out)
     configs = [c for case in cases for c in configs_for(case, args.hours)]
     rows = []
     with progress_bar(len(configs), "sim_speed", unit="cases") as advance:
@@ -128,8 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{r['jobs']:>6} jobs on {r['gpus']:>5} GPUs: {r['wall_s']:8.2f} s wall, "
               f"{r['sim_s_per_wall_s']:>10.0f} simulated s per wall s ({r['rounds']} rounds)", file=sys.stderr)
-    for r in rows:
-        print(json.dumps(r))
+    finish_measurements(rows, args.out, "sim_speed", args)
     return 0
 
 
