@@ -25,6 +25,7 @@ measurements also go to a result file with the provenance of :func:`dlsched.sim.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
@@ -79,7 +80,8 @@ def policy_parts(rounds: list) -> dict[str, float]:
     return {k: round(v, 3) for k, v in sorted(out.items())}
 
 
-def measure(case: str, config: RunConfig, hours: float | None) -> dict:
+def measure(case: str, config: RunConfig, hours: float | None) -> tuple[dict, dict]:
+    """One case's row, and the run's resolved configuration (for the result file's provenance)."""
     by_hour: list[float] = []
     start = time.perf_counter()
 
@@ -105,7 +107,7 @@ def measure(case: str, config: RunConfig, hours: float | None) -> dict:
         row["hours"] = hours
         if hourly and hours < COPTER_HOURS:
             row["projected_24h_wall_s"] = round(wall + hourly[-1] * (COPTER_HOURS - len(hourly)), 1)
-    return row
+    return row, json.loads(json.dumps(res.config_record(), default=str))
 
 
 def tables(data: dict) -> dict[str, str]:
@@ -143,15 +145,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     begin_measurements(args.out)
     configs = [c for case in cases for c in configs_for(case, args.hours)]
-    rows = []
+    rows, run_configs = [], []
     with progress_bar(len(configs), "sim_speed", unit="cases") as advance:
         for case, cfg in configs:
-            rows.append(measure(case, cfg, args.hours if case == "copter-25k" else None))
+            row, record = measure(case, cfg, args.hours if case == "copter-25k" else None)
+            rows.append(row)
+            run_configs.append(record)
             advance()
     for r in rows:
         print(f"{r['jobs']:>6} jobs on {r['gpus']:>5} GPUs: {r['wall_s']:8.2f} s wall, "
               f"{r['sim_s_per_wall_s']:>10.0f} simulated s per wall s ({r['rounds']} rounds)", file=sys.stderr)
-    finish_measurements(rows, args.out, "sim_speed", args)
+    finish_measurements(rows, args.out, "sim_speed", args, configs=run_configs)
     return 0
 
 
