@@ -10,7 +10,8 @@ Cases (``--case``, default the first two, as the simulator-core issue asks):
   continual solver (COpter). ``--hours H`` runs the first H simulated hours of it (the jobs that arrive by
   then, stopped at H h), for a quick measurement; without it the full day, run until every job finishes.
 
-Each line carries ``phase_s``, the engine's wall seconds per phase (``dlsched.sim.engine.PHASES``: view,
+Each line carries ``cpu_s`` (the process's CPU seconds: what the wall time would be on a core of its own,
+when the machine is shared), ``phase_s``, the engine's wall seconds per phase (``dlsched.sim.engine.PHASES``: view,
 policy, check, apply, advance, round_record, job_records), ``policy_parts_s``, the scheduler's own split of
 its time summed over rounds (Sia: estimator, option building, solver), and (copter-25k) ``wall_s_by_hour``,
 the wall seconds each simulated hour took, from which a slice projects the full day (``projected_24h_wall_s``: the slice's
@@ -83,22 +84,28 @@ def policy_parts(rounds: list) -> dict[str, float]:
 def measure(case: str, config: RunConfig, hours: float | None) -> tuple[dict, dict]:
     """One case's row, and the run's resolved configuration (for the result file's provenance)."""
     by_hour: list[float] = []
-    start = time.perf_counter()
+    start, cpu0 = time.perf_counter(), time.process_time()
 
     def tick(t: float, done: int, total: int) -> None:
         # wall time at the end of each round, folded into simulated hours
         hour = int((t - 1e-9) // 3600.0)
         while len(by_hour) <= hour:  # an hour without rounds (nothing active) took no time
+            if by_hour and case == "copter-25k":  # a long run says how far it got
+                print(f"{case}: simulated hour {len(by_hour)} done after {by_hour[-1]:.0f} s wall, "
+                      f"{done:,} of {total:,} jobs finished", file=sys.stderr, flush=True)
             by_hour.append(by_hour[-1] if by_hour else 0.0)
         by_hour[hour] = time.perf_counter() - start
 
     res = simulate(config, on_progress=tick)
+    cpu = time.process_time() - cpu0
     wall = res.summary["sim_wall_s"]
     hourly = [b - a for a, b in zip([0.0, *by_hour[:-1]], by_hour, strict=True)]
     done = sum(1 for r in res.jobs if r.finish_s is not None)
     row = {"bench": "sim_speed", "case": case, "gpus": res.num_gpus, "jobs": len(res.jobs), "policy": res.label,
            "completed": done, "rounds": len(res.rounds), "sim_s": res.end_time_s, "wall_s": round(wall, 3),
            "sim_s_per_wall_s": round(res.end_time_s / wall, 1),
+           # the process's CPU seconds: its wall time on a core of its own (the machine may be shared)
+           "cpu_s": round(cpu, 3),
            "phase_s": {k: round(v, 3) for k, v in res.phase_s.items()},
            "policy_parts_s": policy_parts(res.rounds)}
     if case == "copter-25k":
@@ -112,14 +119,15 @@ def measure(case: str, config: RunConfig, hours: float | None) -> tuple[dict, di
 
 def tables(data: dict) -> dict[str, str]:
     """The speed table (one row per case) and the engine's phases, from a result file written with ``--out``."""
-    lines = ["| case | GPUs | jobs | completed | rounds | simulated h | wall (s) | simulated s per wall s |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| case | GPUs | jobs | completed | rounds | simulated h | wall (s) | CPU (s) | simulated s per wall s |",
+             "|---|---|---|---|---|---|---|---|---|"]
     phases = ["| case | " + " | ".join(PHASES) + " | policy: estimator | policy: options | policy: solver |",
               "|---|" + "---|" * (len(PHASES) + 3)]
     for r in data["runs"]:
         name = r["case"] + (f" (first {r['hours']:g} h)" if r.get("hours") is not None else "")
         lines.append(f"| {name} | {r['gpus']:,} | {r['jobs']:,} | {r['completed']:,} | {r['rounds']:,} | "
-                     f"{r['sim_s'] / 3600:.1f} | {r['wall_s']:,.0f} | {r['sim_s_per_wall_s']:,.1f} |")
+                     f"{r['sim_s'] / 3600:.1f} | {r['wall_s']:,.0f} | "
+                     f"{format(r['cpu_s'], ',.0f') if 'cpu_s' in r else '-'} | {r['sim_s_per_wall_s']:,.1f} |")
         parts = r.get("policy_parts_s", {})
         cells = [f"{r['phase_s'].get(k, 0.0):,.1f}" for k in PHASES]
         cells += [f"{parts[k]:,.1f}" if k in parts else "-" for k in ("sia.estimator_s", "sia.build_s", "sia.solve_s")]
