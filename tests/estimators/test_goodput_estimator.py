@@ -426,7 +426,7 @@ def test_jobs_asking_the_same_question_share_one_answer_equal_to_their_own():
     first (a 25,600-GPU run has thousands of them); each answer equals what an estimator that shares
     nothing computes, and jobs that differ (another request, other observations) are not confused."""
     seen = [profile(A, "t4") + profile(B, "a100"), profile(A, "t4"), profile(B, "a100")]
-    jobs = [jview(spec(f"j{i}", max_gpus=[64, 8, 64][i % 3]), obs=seen[i % 3]) for i in range(9)]
+    jobs = [jview(spec(f"j{i}", max_gpus=[64, 4][i % 2]), obs=seen[i % 3]) for i in range(12)]
     shared = LearnedGoodputEstimator()
     shared.update(cview(*jobs))
     answers = {(j.job_id, g): shared.evaluate_many(j, g, SHAPES) for j in jobs for g in ("t4", "a100")}
