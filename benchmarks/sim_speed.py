@@ -132,7 +132,15 @@ def tables(data: dict) -> dict[str, str]:
         cells = [f"{r['phase_s'].get(k, 0.0):,.1f}" for k in PHASES]
         cells += [f"{parts[k]:,.1f}" if k in parts else "-" for k in ("sia.estimator_s", "sia.build_s", "sia.solve_s")]
         phases.append(f"| {name} | " + " | ".join(cells) + " |")
-    return {"table": "\n".join(lines), "phases": "Wall seconds per phase:\n\n" + "\n".join(phases)}
+    notes = []
+    for r in data["runs"]:
+        if "projected_24h_wall_s" in r:
+            ratio = r["cpu_s"] / r["wall_s"] if r.get("cpu_s") and r["wall_s"] > 0 else None
+            cpu = f" ({r['projected_24h_wall_s'] * ratio:,.0f} s of CPU at the slice's CPU/wall ratio)" if ratio else ""
+            notes.append(f"The first {r['hours']:g} simulated h of {r['case']} took {r['wall_s']:,.0f} s wall; "
+                         f"projected to 24 h: {r['projected_24h_wall_s']:,.0f} s wall{cpu}.")
+    return {"table": "\n".join(lines), "phases": "Wall seconds per phase:\n\n" + "\n".join(phases),
+            "projection": " ".join(notes) or "No slice in this file."}
 
 
 def main(argv: list[str] | None = None) -> int:
