@@ -16,7 +16,7 @@ policy, check, apply, advance, round_record, job_records), ``policy_parts_s``, t
 its time summed over rounds (Sia: estimator, option building, solver), and (copter-25k) ``wall_s_by_hour``,
 the wall seconds each simulated hour took, from which a slice projects the full day (``projected_24h_wall_s``: the slice's
 wall time plus its last hour's for every hour still to come; the load grows through a slice's first hours
-and stays about level after, so this is an upper estimate while the slice still ramps up).
+and levels off after, so while the slice still ramps up this is a lower estimate).
 
 Prints a human line per measurement, then one JSON object per line per measurement; with ``--out FILE`` the
 measurements also go to a result file with the provenance of :func:`dlsched.sim.about.provenance`, which
@@ -121,8 +121,8 @@ def tables(data: dict) -> dict[str, str]:
     """The speed table (one row per case) and the engine's phases, from a result file written with ``--out``."""
     lines = ["| case | GPUs | jobs | completed | rounds | simulated h | wall (s) | CPU (s) | simulated s per wall s |",
              "|---|---|---|---|---|---|---|---|---|"]
-    phases = ["| case | " + " | ".join(PHASES) + " | policy: estimator | policy: options | policy: solver |",
-              "|---|" + "---|" * (len(PHASES) + 3)]
+    phases = ["| case | " + " | ".join(PHASES) + " | policy: estimator | policy: options | policy: solver | policy: placement |",
+              "|---|" + "---|" * (len(PHASES) + 4)]
     for r in data["runs"]:
         name = r["case"] + (f" (first {r['hours']:g} h)" if r.get("hours") is not None else "")
         lines.append(f"| {name} | {r['gpus']:,} | {r['jobs']:,} | {r['completed']:,} | {r['rounds']:,} | "
@@ -130,7 +130,8 @@ def tables(data: dict) -> dict[str, str]:
                      f"{format(r['cpu_s'], ',.0f') if 'cpu_s' in r else '-'} | {r['sim_s_per_wall_s']:,.1f} |")
         parts = r.get("policy_parts_s", {})
         cells = [f"{r['phase_s'].get(k, 0.0):,.1f}" for k in PHASES]
-        cells += [f"{parts[k]:,.1f}" if k in parts else "-" for k in ("sia.estimator_s", "sia.build_s", "sia.solve_s")]
+        cells += [f"{parts[k]:,.1f}" if k in parts else "-"
+                  for k in ("sia.estimator_s", "sia.build_s", "sia.solve_s", "sia.place_s")]
         phases.append(f"| {name} | " + " | ".join(cells) + " |")
     notes = []
     for r in data["runs"]:
