@@ -106,6 +106,7 @@ def measure(case: str, config: RunConfig, hours: float | None) -> tuple[dict, di
            "sim_s_per_wall_s": round(res.end_time_s / wall, 1),
            # the process's CPU seconds: its wall time on a core of its own (the machine may be shared)
            "cpu_s": round(cpu, 3),
+           "avg_jct_s": res.summary.get("avg_jct_s"), "makespan_s": res.summary.get("makespan_s"),
            "phase_s": {k: round(v, 3) for k, v in res.phase_s.items()},
            "policy_parts_s": policy_parts(res.rounds)}
     if case == "copter-25k":
