@@ -419,3 +419,22 @@ def test_zero_gradient_report_keeps_the_last_informative_statistics():
     assert kept.estimate(jview(s), "t4", 1, 4).batch_size <= 160
     with pytest.raises(ValueError, match="zero_grad"):
         LearnedGoodputEstimator(zero_grad="sometimes")
+
+
+def test_jobs_asking_the_same_question_share_one_answer_equal_to_their_own():
+    """Jobs of one model with the same observations and request get the throughput part computed for the
+    first (a 25,600-GPU run has thousands of them); each answer equals what an estimator that shares
+    nothing computes, and jobs that differ (another request, other observations) are not confused."""
+    seen = [profile(A, "t4") + profile(B, "a100"), profile(A, "t4"), profile(B, "a100")]
+    jobs = [jview(spec(f"j{i}", max_gpus=[64, 4][i % 2]), obs=seen[i % 3]) for i in range(12)]
+    shared = LearnedGoodputEstimator()
+    shared.update(cview(*jobs))
+    answers = {(j.job_id, g): shared.evaluate_many(j, g, SHAPES) for j in jobs for g in ("t4", "a100")}
+    assert shared.part_hits > 0
+    for j in jobs:
+        alone = LearnedGoodputEstimator()
+        alone.update(cview(j))
+        for g in ("t4", "a100"):
+            want, got = alone.evaluate_many(j, g, SHAPES), answers[(j.job_id, g)]
+            for field in dataclasses.fields(want):
+                assert np.array_equal(getattr(got, field.name), getattr(want, field.name)), (j.job_id, g, field)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 
 from dlsched.estimators.throughput_model import (
     CROSS_NODE_PRIOR,
+    FitMemo,
     ObservationSet,
     ThroughputParams,
     compute_time,
@@ -149,3 +152,41 @@ def test_fit_to_the_world_profiles_predicts_unseen_shapes():
 def test_empty_observations_cannot_be_fitted():
     with pytest.raises(ValueError):
         fit_params(ObservationSet())
+
+
+# -- the fit memo: a remembered fit is the fit --------------------------------------------------------------
+
+SHAPES = [(1, 1), (1, 2), (1, 4), (2, 8)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(hst.lists(hst.tuples(hst.sampled_from(SHAPES), hst.sampled_from([16, 64, 256]),
+                            hst.floats(0.8, 1.25)), min_size=1, max_size=8),
+       hst.booleans())
+def test_memo_gives_the_fit_of_the_same_observations_and_start(rows, warm):
+    def build() -> ObservationSet:
+        obs = ObservationSet()
+        for (n, k), b, noise in rows:
+            step = float(step_time(TRUE, n, k, b)) * noise
+            obs.add(n, k, b, 1, step, 0.3 * step if k > 1 else 0.0)
+        return obs
+
+    start = TRUE if warm else None
+    memo = FitMemo(size=4)
+    first = memo.fit(build(), start)
+    again = memo.fit(build(), start)  # another job with identical observations
+    assert first == again == fit_params(build(), start)
+    assert (memo.hits, memo.misses) == (1, 1)
+    other = build()
+    other.add(1, 1, 32, 1, 0.5, 0.0)  # one more observation: a different problem, fitted afresh
+    assert memo.fit(other, start) == fit_params(other, start)
+    assert memo.misses == 2
+
+
+def test_memo_is_bounded_and_rejects_a_size_below_one():
+    memo = FitMemo(size=2)
+    for b in (16, 32, 64):
+        memo.fit(observe(TRUE, [(1, 1, b, 1)]))
+    assert len(memo._fits) == 2
+    with pytest.raises(ValueError, match="at least 1"):
+        FitMemo(size=0)

@@ -87,6 +87,8 @@ Layout
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 
 from dlsched.core import Adaptivity, ClusterView, JobView
@@ -103,13 +105,17 @@ from dlsched.estimators.goodput_batches import (
 )
 from dlsched.estimators.goodput_predictors import GENERIC_BETA_C, Predictor, predictor
 from dlsched.estimators.goodput_state import POOLED, CacheEntry, JobState
-from dlsched.estimators.throughput_model import ThroughputParams
+from dlsched.estimators.throughput_model import FitMemo, ThroughputParams
 
 # Names defined in the goodput_* modules are still importable from here, where they used to live.
 __all__ = ["BATCH_GRID", "GENERIC_BETA_C", "MODES", "POOLED", "ZERO_GRAD_MODES", "GoodputTable",
            "LearnedGoodputEstimator", "statistical_efficiency"]
 
 _CACHE_LIMIT = 64
+#: Throughput parts remembered across jobs (least recently used dropped beyond this).
+_PART_LIMIT = 2048
+#: A throughput part: candidate batches, their throughput, micro-batch, accumulation steps, valid shapes.
+_Part = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 MODES = ("bootstrap", "none")
 #: What a gradient report with both statistics zero means (see "Statistical efficiency" above).
 ZERO_GRAD_MODES = ("keep", "no-gain")
@@ -138,8 +144,13 @@ class LearnedGoodputEstimator:
         self.zero_grad = zero_grad
         self._jobs: dict[str, JobState] = {}
         self._last_view: ClusterView | None = None
-        #: Number of model fits done so far (for tests and reports).
+        #: Number of model fits done so far (for tests and reports; fits answered by the memo count).
         self.fits = 0
+        #: Fits are shared between jobs with identical observations (:class:`FitMemo`: the same result).
+        self.fit_memo = FitMemo()
+        #: Throughput parts by everything they depend on, shared between jobs (see _throughput_part).
+        self._parts: OrderedDict[tuple, _Part] = OrderedDict()
+        self.part_hits = 0
 
     # -- learning --------------------------------------------------------------------------------------
     def update(self, view: ClusterView) -> None:
@@ -171,7 +182,7 @@ class LearnedGoodputEstimator:
 
     def _ingest(self, st: JobState, job: JobView) -> None:
         self.fits += st.ingest(job, hetero_aware=self.hetero_aware, refit_tol=self.refit_tol,
-                               zero_grad=self.zero_grad)
+                               zero_grad=self.zero_grad, memo=self.fit_memo)
 
     # -- what is known ---------------------------------------------------------------------------------
     def known_types(self, job: JobView) -> tuple[str, ...]:
@@ -285,6 +296,15 @@ class LearnedGoodputEstimator:
         pred = self._predictor(st, job, gpu_type) if spec.allows_gpu_type(gpu_type) else None
         if pred is None or not valid.any():
             return CacheEntry(st.model_version, np.ones((m, 1)), empty, empty, empty, np.zeros(m, dtype=bool))
+        # everything the arrays below depend on: jobs of one model with the same fitted models (FitMemo) and
+        # the same request ask the same question, answered once (arrays shared read-only between entries)
+        key = (pred, shapes.shape, shapes.tobytes(), spec.lower_gpus, spec.upper_gpus, spec.gpu_unit,
+               spec.adaptivity, spec.batch_size, job.batch_limits, st.stages)
+        got = self._parts.get(key)
+        if got is not None:
+            self._parts.move_to_end(key)
+            self.part_hits += 1
+            return CacheEntry(st.model_version, *got)
         b0, bmax = float(job.batch_limits[0]), float(max(job.batch_limits[1], job.batch_limits[0]))
         replicas = np.floor(gpus / st.stages)
         valid &= replicas >= 1
@@ -302,7 +322,13 @@ class LearnedGoodputEstimator:
         throughput = batches / np.maximum(step, 1e-12)
         if ok is not None:
             throughput = np.where(ok, throughput, 0.0)
-        return CacheEntry(st.model_version, batches, throughput, local, accum, valid)
+        part: _Part = (batches, throughput, local, accum, valid)
+        for a in part:
+            a.flags.writeable = False  # shared by every entry the key answers
+        self._parts[key] = part
+        if len(self._parts) > _PART_LIMIT:
+            self._parts.popitem(last=False)
+        return CacheEntry(st.model_version, *part)
 
     def _select(self, st: JobState, job: JobView, e: CacheEntry) -> None:
         """Efficiency of every candidate batch, and the goodput-maximising one per shape."""

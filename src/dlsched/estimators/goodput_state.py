@@ -16,7 +16,13 @@ import numpy as np
 
 from dlsched.core import JobView, ThroughputObservation
 from dlsched.estimators.goodput_batches import GoodputTable
-from dlsched.estimators.throughput_model import ObservationSet, ThroughputParams, fit_params, prediction_error
+from dlsched.estimators.throughput_model import (
+    FitMemo,
+    ObservationSet,
+    ThroughputParams,
+    fit_params,
+    prediction_error,
+)
 
 if TYPE_CHECKING:
     from dlsched.estimators.goodput_predictors import Predictor
@@ -81,12 +87,14 @@ class JobState:
         self.model_version += 1
 
     # -- learning --------------------------------------------------------------------------------------
-    def ingest(self, job: JobView, *, hetero_aware: bool, refit_tol: float, zero_grad: str = "keep") -> int:
+    def ingest(self, job: JobView, *, hetero_aware: bool, refit_tol: float, zero_grad: str = "keep",
+               memo: FitMemo | None = None) -> int:
         """Take in the job's new observations and refit what they invalidated; returns the number of fits.
 
         ``zero_grad`` says what a gradient report with both statistics zero means: ``keep`` (it carries no
         information, 0/0, and the last informative report stays in force) or ``no-gain`` (take it as is:
-        Pollux's formula then gives a larger batch no gain, efficiency ``B0 / B``).
+        Pollux's formula then gives a larger batch no gain, efficiency ``B0 / B``). ``memo`` answers fits
+        another job already did on the same observations (the same result; :class:`FitMemo`).
         """
         opaque = job.batch_limits is None
         for o in job.throughput_obs:
@@ -105,7 +113,7 @@ class JobState:
         fits = 0
         for m in self.models.values():
             if m.dirty:
-                m.params = fit_params(m.obs, m.params)
+                m.params = fit_params(m.obs, m.params) if memo is None else memo.fit(m.obs, m.params)
                 m.fitted = m.obs.means()
                 m.dirty = False
                 fits += 1

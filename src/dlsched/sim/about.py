@@ -195,10 +195,12 @@ def begin_measurements(out: Any) -> None:
     provenance()
 
 
-def finish_measurements(rows: Sequence[dict[str, Any]], out: Any, experiment: str, args: Any) -> None:
+def finish_measurements(rows: Sequence[dict[str, Any]], out: Any, experiment: str, args: Any,
+                        configs: Sequence[dict[str, Any]] | None = None) -> None:
     """How a benchmark ends: one JSON object per line per measurement on stdout (for programs to read) and,
     when ``out`` is a path, a result file with the provenance, the arguments and the measurements (``runs``),
-    which ``make results`` renders."""
+    which ``make results`` renders. A benchmark that runs simulations passes their ``configs``
+    (:meth:`~dlsched.sim.run.RunRecords.config_record`, one per run), recorded as every experiment does."""
     import json
 
     from dlsched.outputs import atomic_file
@@ -206,7 +208,7 @@ def finish_measurements(rows: Sequence[dict[str, Any]], out: Any, experiment: st
     for r in rows:
         print(json.dumps(r))
     if out:
-        payload = {**provenance(), "experiment": experiment, "args": vars(args), "runs": list(rows)}
+        payload = {**provenance(configs), "experiment": experiment, "args": vars(args), "runs": list(rows)}
         with atomic_file(out) as tmp:
             tmp.write_text(json.dumps(payload, indent=1) + "\n")
 

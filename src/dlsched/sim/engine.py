@@ -27,8 +27,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-import numpy as np
-
 from dlsched.core import (
     Cluster,
     ClusterView,
@@ -44,6 +42,7 @@ from dlsched.core import (
 )
 from dlsched.policies.stages import Scheduler
 from dlsched.sim.colocated import full_pct, has_partner, sharing_of
+from dlsched.sim.holders import GpuHolders
 from dlsched.sim.invariants import check_decision
 from dlsched.sim.job_checks import validate_jobs
 from dlsched.sim.metrics import FtfDefinition
@@ -54,6 +53,10 @@ from dlsched.world.sharing import JobSharing
 log = logging.getLogger("dlsched.sim")
 #: Most plans a scheduler that plans inside a round may make after the round's first (one per completion).
 MAX_PLANS_PER_ROUND = 64
+#: Where a run's wall time goes (``SimulationResult.phase_s``): building the scheduler's view, the
+#: scheduler, checking its decision, applying it (profiling included), advancing time (rates, progress,
+#: completions, observations), the round records, and the job records at the end.
+PHASES = ("view", "policy", "check", "apply", "advance", "round_record", "job_records")
 
 
 class SimulationStuck(InputError):
@@ -102,6 +105,8 @@ class _JobState:
     profile_s: float = 0.0
     #: GPU-seconds on GPUs another job held too (packing): utilisation counts a shared GPU once.
     shared_gpu_s: float = 0.0
+    #: Place in submission order (the order the active set iterates in).
+    order: int = 0
 
 
 @dataclass
@@ -112,6 +117,8 @@ class SimulationResult:
     num_gpus: int
     sim_wall_s: float
     end_time_s: float
+    #: Wall seconds per phase of the engine's work (:data:`PHASES`).
+    phase_s: dict[str, float] = field(default_factory=dict)
 
 
 class Engine:
@@ -129,7 +136,7 @@ class Engine:
         self.rigid = self.traits.rigid
         phys = validate_jobs(specs, cluster, world, rigid=self.rigid)
         order = sorted(range(len(specs)), key=lambda i: (specs[i].submit_time_s, specs[i].job_id))
-        self.pending = [_JobState(Job(spec=specs[i]), phys[i]) for i in order]
+        self.pending = [_JobState(Job(spec=specs[i]), phys[i], order=n) for n, i in enumerate(order)]
         self._phys_by_id = {st.job.job_id: st.phys for st in self.pending}
         for st in self.pending:
             if isinstance(st.phys, AdaptiveJobPhysics):
@@ -145,6 +152,10 @@ class Engine:
         #: Job id -> how its workers share GPUs, for jobs packed, restricted or splitting their batch
         #: unevenly (:mod:`dlsched.sim.colocated`); rebuilt whenever a stretch of time starts.
         self._sharing: dict[str, JobSharing] = {}
+        #: Who holds which GPU, kept up to date on placement changes (:mod:`dlsched.sim.holders`).
+        self._holders = GpuHolders(cluster)
+        #: Wall seconds per phase so far (:data:`PHASES`).
+        self.phase_s: dict[str, float] = dict.fromkeys(PHASES, 0.0)
 
     def physics_of(self, job_id: str) -> JobPhysics:
         """The world's physics of a job (for the simulator's oracle adapter only; never for policies)."""
@@ -202,11 +213,18 @@ class Engine:
                                           source=self.pending[next_pending].job.spec.origin,
                                           field="submit_time_s")
                 continue
+            c0 = time.perf_counter()
             view = self._view(t)
             p0 = time.perf_counter()
             decision = self.scheduler.schedule(view)
-            policy_s = time.perf_counter() - p0
+            c1 = time.perf_counter()
+            policy_s = c1 - p0
             self._check(decision, t)
+            c2 = time.perf_counter()
+            phase = self.phase_s
+            phase["view"] += p0 - c0
+            phase["policy"] += policy_s
+            phase["check"] += c2 - c1
             t_end = t + cfg.round_s
             if not t_end > t:
                 raise SimulationStuck(f"simulated time cannot advance past {t:g} s with {cfg.round_s:g} s rounds "
@@ -214,11 +232,18 @@ class Engine:
             t_apply = min(t + policy_s, t_end) if cfg.charge_policy_time else t
             if t_apply > t:  # the previous allocation runs while the policy computes
                 self._advance(t, t_apply)
+            c3 = time.perf_counter()
             restarts = self._apply(decision, t_apply)
+            c4 = time.perf_counter()
             record = self._round_record(round_no, t, policy_s, restarts, decision.profiles)
             record.info = {k: float(v) for k, v in decision.info.items()}
+            c5 = time.perf_counter()
             self._advance_round(t_apply, t_end)
             self._check_progress(cfg.stall_rounds)
+            c6 = time.perf_counter()
+            phase["advance"] += (c3 - c2) + (c6 - c5)
+            phase["apply"] += c4 - c3
+            phase["round_record"] += c5 - c4
             self.rounds.append(record)
             round_no += 1
             if record.running_jobs == 0 and not decision.profiles and next_pending >= len(self.pending):
@@ -236,10 +261,12 @@ class Engine:
         end_t = t
         for st in list(self.active.values()):
             self._close_segment(st, min(end_t, t))
+        c0 = time.perf_counter()
         records = self._job_records(end_t, self.pending[next_pending:])
+        self.phase_s["job_records"] += time.perf_counter() - c0
         return SimulationResult(jobs=records, rounds=self.rounds, segments=self.segments,
                                 num_gpus=self.cluster.num_gpus, sim_wall_s=time.perf_counter() - wall0,
-                                end_time_s=end_t)
+                                end_time_s=end_t, phase_s=dict(self.phase_s))
 
     def _check(self, decision, t: float) -> None:
         """Refuse a decision that breaks an invariant (over-committed GPU, broken gang, bad count)."""
@@ -307,6 +334,7 @@ class Engine:
                 if pause > 0:
                     j.restart_until_s = max(j.restart_until_s, t + pause)
                 j.mps_pct, j.batch_split = mps, split
+                self._held(st)
                 continue
             # placement changed: close the old segment, pay checkpoint-restore on the new GPUs
             self._close_segment(st, t)
@@ -314,6 +342,7 @@ class Engine:
             j.placement = new_place
             j.batch_size, j.gpu_share = batch, share
             j.mps_pct, j.batch_split = mps, split
+            self._held(st)
             st.rate, st.rate_key = None, None
             if new_place:
                 if j.start_time_s is None:
@@ -339,6 +368,11 @@ class Engine:
         type_of = self.cluster.gpu_type_of
         return (type_of[a.gpus[0]] == type_of[b.gpus[0]]
                 and a.node_counts(self.cluster) == b.node_counts(self.cluster))
+
+    def _held(self, st: _JobState) -> None:
+        """Tell the GPU-holder index of the job's placement now (after every change to it)."""
+        j = st.job
+        self._holders.update(j.job_id, st.order, j.placement.gpus, bool(j.mps_pct) or bool(j.batch_split))
 
     def _profile(self, st: _JobState, placement: Placement, t: float) -> None:
         """Run Sia-style profiling: GPUs held and charged for the profiling time, observations reported."""
@@ -386,7 +420,7 @@ class Engine:
         """Advance every running job to ``t_end``, in stretches: a job that shares a GPU completing ends a
         stretch, so its partners run at their new rate from that moment (rates key on who shares a GPU)."""
         while True:
-            self._sharing = sharing_of(self.active.values())
+            self._sharing = sharing_of([self.active[k] for k in self._holders.sharing_candidates()])
             stop = self._packed_stop(t, t_end) if self._sharing else t_end
             self._advance_span(t, stop)
             if stop >= t_end:
@@ -444,6 +478,7 @@ class Engine:
                 j.status = JobStatus.COMPLETED
                 self._close_segment(st, end)
                 j.placement = Placement.empty()
+                self._held(st)
                 finished.append(job_id)
         for job_id in finished:
             self.done.append(self.active.pop(job_id))
@@ -516,19 +551,11 @@ class Engine:
     # -- records -------------------------------------------------------------------------------------
     def _round_record(self, round_no: int, t: float, policy_s: float, restarts: int,
                       profiles: dict[str, Placement]) -> RoundRecord:
-        used = np.zeros(self.cluster.num_gpus, dtype=bool)
-        for placement in profiles.values():
-            used[list(placement.gpus)] = True
-        running = 0
-        by_type: dict[str, int] = {tn: 0 for tn in self.cluster.type_names}
-        for st in self.active.values():
-            if st.job.placement:
-                running += 1
-                used[list(st.job.placement.gpus)] = True
-        per_type = np.bincount(self.cluster.gpu_type_index[used], minlength=len(self.cluster.type_names))
-        for i, tn in enumerate(self.cluster.type_names):
-            by_type[tn] = int(per_type[i])
-        allocated = int(used.sum())
+        # GPUs held come from the holder index (kept on placement changes), profiling GPUs on top
+        running = self._holders.running
+        per_type = self._holders.used_by_type(g for placement in profiles.values() for g in placement.gpus)
+        by_type = {tn: int(per_type[i]) for i, tn in enumerate(self.cluster.type_names)}
+        allocated = int(per_type.sum())
         idle = self.cluster.num_gpus - allocated
         queue = len(self.active) - running
         return RoundRecord(round=round_no, time_s=t, allocated_gpus=allocated, idle_gpus=idle,

@@ -66,6 +66,8 @@ class RunRecords:
     #: Where the run's data came from (:func:`data_sources`): the data directory, and which parts used the
     #: packaged fitted parameters because measured data was missing.
     data: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: Wall seconds per phase of the engine's work (``dlsched.sim.engine.PHASES``): where a round's time goes.
+    phase_s: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def config_record(self) -> dict[str, Any]:
         """``config.json``: the resolved configuration plus, for people, the version, the scheduler and where
@@ -170,7 +172,8 @@ def simulate(config: RunConfig, *, on_progress: Progress | None = None,
     return RunRecords(config=run.config, scheduler=run.scheduler.describe(), label=run.label,
                       trace_name=run.trace_name, jobs=jobs, rounds=rounds, segments=segments,
                       num_gpus=engine.cluster.num_gpus, end_time_s=end_s, summary=summary,
-                      wall_s=time.perf_counter() - t0, complete=complete, data=run.data)
+                      wall_s=time.perf_counter() - t0, complete=complete, data=run.data,
+                      phase_s=dict(engine.phase_s))
 
 
 def run_many(configs: Sequence[RunConfig], workers: int | None = None, *,

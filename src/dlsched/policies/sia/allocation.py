@@ -293,8 +293,10 @@ class SiaAllocation(EstimatingAllocation):
             own = np.arange(lo[gi], hi[gi])
             smaller = own[(opts.gpus[own] < opts.gpus[o]) & (opts.value[own] > 0)]
             smaller = smaller[np.argsort(-opts.value[smaller], kind="stable")]
-            fallbacks = tuple(Shape(cs.type_names[int(opts.type_idx[c])], int(opts.gpus[c]), int(opts.nodes[c]))
-                              for c in smaller.tolist())
+            names = cs.type_names  # one conversion per array, not three numpy lookups per option
+            fallbacks = tuple(Shape(names[t], k, n) for t, k, n in zip(
+                opts.type_idx[smaller].tolist(), opts.gpus[smaller].tolist(), opts.nodes[smaller].tolist(),
+                strict=True))
             bsz = None if job.spec.adaptivity is Adaptivity.ADAPTIVE else job.spec.batch_size
             demands.append(Demand(job=job, num_gpus=int(opts.gpus[o]), gpu_type=cs.type_names[int(opts.type_idx[o])],
                                   batch_size=bsz, num_nodes=int(opts.nodes[o]), pinned=job.job_id in forced_ids,
