@@ -59,8 +59,9 @@ def test_every_result_file_names_the_code_that_made_it():
             bad.append(f"{rel}: no dlsched_version")
         elif not (isinstance(data.get("configs"), list) and data["configs"]
                   and all(isinstance(c, dict) and c.get("policy") for c in data["configs"])):
-            # measurements of one stage (placement time, Gimbal's coordinator and its search): no simulation runs
-            if data.get("experiment") not in ("placement_time", "coordination_time", "gimbal_search"):
+            # measurements of one stage (placement time, Gimbal's coordinator and its search, the allocation
+            # solvers of figure 4.6): no simulation runs
+            if data.get("experiment") not in ("placement_time", "coordination_time", "gimbal_search", "copter_attribution"):
                 bad.append(f"{rel}: no run configurations")
     assert not bad, f"{len(bad)} of {len(files)} result files lack provenance, first: " + "; ".join(bad[:5])
 
