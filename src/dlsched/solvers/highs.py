@@ -126,11 +126,13 @@ def model_status(h: highspy.Highs) -> tuple[str, bool]:
 
 def solve_sparse(problem: SparseProblem, *, integer: bool = True, lp_method: str = "ipm", crossover: bool = True,
                  mip_rel_gap: float = 1e-6, time_limit_s: float | None = None, threads: int = 1,
-                 start: np.ndarray | None = None) -> Solution:
+                 start: np.ndarray | None = None, mip_max_nodes: int | None = None) -> Solution:
     """Solve with HiGHS: as a MILP when ``integer`` (and the problem has integer columns), else as an LP.
 
     ``lp_method`` is ``"ipm"`` (interior point; ``crossover`` gives a vertex) or ``"simplex"``.
     A solve that stops early (time limit) returns the best feasible point with ``optimal`` False.
+    ``mip_max_nodes`` bounds branch and bound by its node count: a work limit that, unlike the time limit,
+    stops at the same point on every machine and load (one thread), so runs that hit it stay reproducible.
     ``start`` is a feasible point of a MILP (one value per column) that branch and bound starts from as its
     incumbent: a policy that re-plans a slightly changed problem hands in its previous plan, so the search
     prunes with a good bound from the first node and a time limit never leaves it worse than that plan.
@@ -142,6 +144,8 @@ def solve_sparse(problem: SparseProblem, *, integer: bool = True, lp_method: str
         # The root reduced-cost heuristic costs most of the time on small assignment problems (measured: 2.5x
         # slower solves) and never changed an optimum there; branch and bound still proves optimality.
         h.setOptionValue("mip_heuristic_run_root_reduced_cost", False)
+        if mip_max_nodes is not None:
+            h.setOptionValue("mip_max_nodes", int(mip_max_nodes))
     else:
         h.setOptionValue("solver", "ipm" if lp_method == "ipm" else "simplex")
         if lp_method == "ipm":
