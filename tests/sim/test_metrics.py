@@ -76,6 +76,7 @@ def test_summary_keys_order_and_hand_computed_values() -> None:
     assert s["ftf_unfair_frac"] == pytest.approx(1 / 3)      # only B; rho == 1 is fair
     assert s["latency_ratio_max"] == pytest.approx(2.0)
     assert s["latency_ratio_avg"] == pytest.approx(4.1 / 3)
+    assert s["latency_ratio_best_max"] is None               # no job carries the best-type reading
     assert s["fragments_per_round"] == pytest.approx(1.0)    # (0 + 2 + 1 + 1) / 4
     assert s["deadline_met_frac"] is None                    # no deadlines: null, not 1.0
     assert s["policy_time_median_s"] == pytest.approx(0.25)

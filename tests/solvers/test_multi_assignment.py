@@ -88,3 +88,28 @@ def test_lp_rounding_is_feasible_bounded_and_auto_with_no_slack_is_optimal(data)
     assert rounded.objective <= best + 1e-9 <= rounded.bound * (1 + 1e-7) + 1e-6  # the LP bounds the optimum
     auto = solve_multi_assignment(p, method="auto", round_gap=0.0, mip_rel_gap=0.0)
     assert auto.objective == pytest.approx(best, rel=1e-6)
+
+
+def _hard_knapsack(n: int = 60, seed: int = 3) -> MultiResourceProblem:
+    """Many jobs with near-equal value densities over two tight resources: branch and bound needs many nodes."""
+    rng = np.random.default_rng(seed)
+    options = []
+    for g in range(n):
+        a, b = int(rng.integers(3, 40)), int(rng.integers(3, 40))
+        options.append((g, {0: a, 1: b}, float(a + b) * (1.0 + 0.01 * rng.random())))
+    return problem_of(options, [517.0, 503.0], n)
+
+
+def test_a_node_limit_stops_the_solve_at_the_same_plan_every_time():
+    p = _hard_knapsack()
+    runs = [solve_multi_assignment(p, node_limit=3, time_limit_s=60.0, mip_rel_gap=0.0) for _ in range(3)]
+    assert all(np.array_equal(r.choice, runs[0].choice) for r in runs)
+    assert not any(r.time_limited for r in runs)  # the work limit, not the clock, ended them
+    assert "limit" in runs[0].status.lower()  # and it did end them short of the proof
+    assert p.is_feasible(runs[0].choice)
+
+
+def test_a_solve_the_clock_stops_says_so():
+    p = _hard_knapsack(n=200)
+    cut = solve_multi_assignment(p, time_limit_s=1e-6, mip_rel_gap=0.0)
+    assert cut.time_limited and p.is_feasible(cut.choice)

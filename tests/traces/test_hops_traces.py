@@ -36,7 +36,20 @@ def test_table4_workload_arrives_as_poisson_at_the_given_rate():
     assert len(resolve_trace("hops:jobs=20,rate=30,seed=3")[0]) == 20
 
 
+def test_each_job_can_finish_within_max_run_h_at_its_largest_requirement():
+    jobs, _ = resolve_trace("hops:jobs=500,rate=100,seed=1")
+    hours = [j.duration_s * j.num_gpus / 3600 / j.gpu_counts[-1] for j in jobs]  # on the 1080Ti, largest count
+    assert max(hours) <= 10.0
+    assert sum(len(j.gpu_counts) == 1 for j in jobs) > 20  # rigid jobs remain, of sizes they can finish
+    unbounded, _ = resolve_trace("hops:jobs=500,rate=100,seed=1,max_run_h=0")
+    assert max(j.duration_s * j.num_gpus / 3600 / j.gpu_counts[-1] for j in unbounded) > 30.0
+    tight, _ = resolve_trace("hops-table3:seed=1,max_run_h=2")
+    assert all(j.duration_s * j.num_gpus / 3600 / j.gpu_counts[-1] <= 2.0 for j in tight
+               if j.duration_s * j.num_gpus / 3600 <= 2.0 * 16)
+
+
 @pytest.mark.parametrize("spec, words", [
+    ("hops:max_run_h=-1", "max_run_h must be"),
     ("hops:jobs=0", "jobs must be"), ("hops:rate=-5", "rate must be"), ("hops:seed=1.5", "seed must be"),
     ("hops:speed=3", "unknown key"), ("hops-table3:jobs=10", "unknown key"),
 ])

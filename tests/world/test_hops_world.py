@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dlsched.clusters import load_cluster
 from dlsched.core import Adaptivity, InputError, JobSpec, Placement
@@ -87,6 +89,32 @@ def test_duration_is_the_run_time_on_the_request(world64):
     c = world64.cluster
     ref = Placement.of(gpus_of(c, c.nodes_of_type["1080ti"][0], spec.num_gpus))
     assert phys.total_work / world64.rate(phys, 0.0, ref).work_per_s == pytest.approx(7200.0)
+
+
+def test_latency_ratio_age_is_equation_9_over_the_clusters_gpu_types(world64):
+    # hops-64: a quarter of the GPUs are 1080Ti, half TitanXp, a quarter RTX 3090 (P(type) of eq. 9)
+    rigid = world64.physics(JobSpec("r", 0.0, "resnet50", 4, duration_s=3600.0, reference_gpu="1080ti",
+                                    gpu_counts=(4,), per_gpu_batch=True))
+    runs = {t: rigid.isolated_runtime_s(t, 4) for t in GPUS}
+    assert rigid.expected_runtime_s() == pytest.approx(
+        0.25 * runs["1080ti"] + 0.5 * runs["titanxp"] + 0.25 * runs["rtx3090"])
+    assert rigid.expected_runtime_s() > rigid.ideal_runtime_s()  # not the best type's run time
+    # a job that accepts 2, 4 or 8 GPUs is expected to run at its mean requirement, 14/3, by per-GPU throughput
+    elastic = world64.physics(hops_job("resnet50", counts=(2, 4, 8)))
+    per_gpu = {t: elastic.isolated_runtime_s(t, 4) * 4 for t in GPUS}
+    assert elastic.expected_runtime_s() == pytest.approx(
+        (0.25 * per_gpu["1080ti"] + 0.5 * per_gpu["titanxp"] + 0.25 * per_gpu["rtx3090"]) / (14 / 3))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(model=st.sampled_from(sorted(MODELS)), counts=st.sets(st.sampled_from((1, 2, 4, 8, 16)), min_size=1))
+def test_latency_ratio_age_lies_between_the_fastest_and_slowest_type(world64, model, counts):
+    spec = hops_job(model, counts=tuple(sorted(counts)))
+    phys = world64.physics(spec)
+    r_avg = sum(counts) / len(counts)
+    k = spec.num_gpus
+    at_mean = [phys.isolated_runtime_s(t, k) * k / r_avg for t in GPUS]
+    assert min(at_mean) * (1 - 1e-9) <= phys.expected_runtime_s() <= max(at_mean) * (1 + 1e-9)
 
 
 def test_unknown_host_is_refused(tmp_path):

@@ -609,6 +609,8 @@ class Engine:
                         rho = None
                     rec.ftf_by_reading[reading.label] = rho
                 rec.ftf = rec.ftf_by_reading[ftf.label]
-                rec.latency_ratio = wait / ideal if ideal > 0 and math.isfinite(ideal) else None
+                age = st.phys.expected_runtime_s()
+                rec.latency_ratio = wait / age if age > 0 and math.isfinite(age) else None
+                rec.latency_ratio_best = wait / ideal if ideal > 0 and math.isfinite(ideal) else None
             out.append(rec)
         return out

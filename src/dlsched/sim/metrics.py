@@ -79,6 +79,7 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "ftf_unfair_frac",
     "latency_ratio_max",
     "latency_ratio_avg",
+    "latency_ratio_best_max",
     "raqlr",
     "raqlr_max",
     "fragments_per_round",
@@ -410,7 +411,9 @@ def summarize(jobs: list[JobRecord], rounds: list[RoundRecord], *, num_gpus: int
       counts every checkpoint-restore the engine charges, those moves included.
     * ``utilization``: see :func:`_utilization` (jobs' GPU-seconds when all finished, else the rounds).
     * ``ftf_unfair_frac`` = share of completed jobs *with an ftf value* whose rho > 1 (Sia's unfair job
-      fraction); ``latency_ratio_*`` over jobs with a latency ratio; None when there are none.
+      fraction); ``latency_ratio_*`` over jobs with a latency ratio (Hops eqs. 6 and 9: wait over the run
+      time expected over GPU types at the mean requirement); ``latency_ratio_best_max`` is the largest wait
+      over the best type's run time at the request; None when there are none.
     * ``raqlr`` and ``raqlr_max``: mean and largest of Hops's recent average queue latency ratio
       (:func:`raqlr_series`, window :data:`RAQLR_WINDOW_S`) over the completions; None without any.
     * ``deadline_met_frac`` = share of jobs with a deadline that finished by it (an unfinished job missed
@@ -431,6 +434,7 @@ def summarize(jobs: list[JobRecord], rounds: list[RoundRecord], *, num_gpus: int
 
     ftfs = [j.ftf for j in done if j.ftf is not None]
     lrs = [j.latency_ratio for j in jobs if j.latency_ratio is not None]
+    lrs_best = [j.latency_ratio_best for j in jobs if j.latency_ratio_best is not None]
     raqlr = raqlr_series(jobs, RAQLR_WINDOW_S)
     with_deadline = [j for j in jobs if j.deadline_s is not None]
     met = sum(1 for j in with_deadline
@@ -453,6 +457,7 @@ def summarize(jobs: list[JobRecord], rounds: list[RoundRecord], *, num_gpus: int
         "ftf_unfair_frac": float(sum(1 for x in ftfs if x > 1.0) / len(ftfs)) if ftfs else None,
         "latency_ratio_max": _f(max(lrs)) if lrs else None,
         "latency_ratio_avg": _mean(lrs),
+        "latency_ratio_best_max": _f(max(lrs_best)) if lrs_best else None,
         "raqlr": _mean(raqlr) if raqlr else None,
         "raqlr_max": _f(max(raqlr)) if raqlr else None,
         "fragments_per_round": _mean([r.fragments for r in rounds]),

@@ -29,7 +29,10 @@ class JobRecord:
     ideal_runtime_s: float
     #: Finish-time fairness rho (Sia eq. 3.6) and latency ratio (Hops); None for unfinished jobs.
     ftf: float | None = None
+    #: Hops's latency ratio (eqs. 6 and 9): wait over the expected run time averaged over GPU types.
     latency_ratio: float | None = None
+    #: Wait over ``ideal_runtime_s`` (the best type's run time at the request): a stricter reading.
+    latency_ratio_best: float | None = None
     gpu_s_by_type: dict[str, float] = field(default_factory=dict)
     #: Part of ``gpu_s`` spent on GPUs another job held at the same time (packing): such a GPU-second is in
     #: both jobs' ``gpu_s``, so cluster utilisation counts it once.

@@ -136,8 +136,8 @@ def solve_sparse(problem: SparseProblem, *, integer: bool = True, lp_method: str
     ``start`` is a feasible point of a MILP (one value per column) that branch and bound starts from as its
     incumbent: a policy that re-plans a slightly changed problem hands in its previous plan, so the search
     prunes with a good bound from the first node and a time limit never leaves it worse than that plan.
-    ``node_limit`` stops branch and bound after that many nodes: unlike a time limit, it stops every run of
-    the same problem at the same point, whatever else the machine is doing.
+    ``node_limit`` stops branch and bound after that many nodes: a work limit that, unlike a time limit,
+    stops every run of the same problem at the same point (one thread), whatever else the machine is doing.
     """
     h = new_highs(threads, time_limit_s)
     is_mip = integer and problem.integer is not None and bool(np.any(problem.integer))

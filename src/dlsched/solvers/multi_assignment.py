@@ -87,16 +87,20 @@ class MultiResourceResult:
     solve_s: float
     #: The solver's upper bound on the optimum (nan when not solved).
     bound: float = float("nan")
+    #: The wall-clock time limit stopped the solve (the plan then depends on the machine's speed and load).
+    time_limited: bool = False
 
 
 def solve_multi_assignment(problem: MultiResourceProblem, *, mip_rel_gap: float = 5e-4,
                            time_limit_s: float | None = 10.0, method: str = "milp",
-                           round_gap: float = 0.01) -> MultiResourceResult:
+                           round_gap: float = 0.01, node_limit: int | None = None) -> MultiResourceResult:
     """The MILP's answer (``method="milp"``). Branch and bound starts from the better of the greedy plan
     (options by value, largest first, while they fit) and the rounded LP relaxation
     (:func:`lp_rounded_choice`), so a solve stopped by the time limit is never worse than either.
     ``method="lp-round"`` returns the rounded plan itself with the LP's optimum as the bound; ``"auto"`` does
-    so when the rounded plan is within ``round_gap`` (relative) of that bound, else solves the MILP."""
+    so when the rounded plan is within ``round_gap`` (relative) of that bound, else solves the MILP.
+    ``node_limit`` stops branch and bound after that many nodes (deterministic, unlike ``time_limit_s``);
+    the result's ``time_limited`` says whether the wall-clock limit stopped it instead."""
     t0 = time.perf_counter()
     if problem.num_options == 0:
         return MultiResourceResult(np.full(problem.num_groups, -1, dtype=np.int64), 0.0, "empty", 0.0, 0.0)
@@ -112,12 +116,13 @@ def solve_multi_assignment(problem: MultiResourceProblem, *, mip_rel_gap: float 
     start = np.zeros(problem.num_options)
     start[greedy[greedy >= 0]] = 1.0
     sol = solve_sparse(problem.to_sparse(), integer=True, mip_rel_gap=mip_rel_gap, time_limit_s=time_limit_s,
-                       start=start)
+                       start=start, node_limit=node_limit)
     choice = problem.choice_of(sol.x)
     status = sol.status
     if not problem.is_feasible(choice) or problem.objective(greedy) > problem.objective(choice):
         choice, status = greedy, f"{sol.status}; greedy"
-    return MultiResourceResult(choice, problem.objective(choice), status, time.perf_counter() - t0, sol.bound)
+    return MultiResourceResult(choice, problem.objective(choice), status, time.perf_counter() - t0, sol.bound,
+                               time_limited="time limit" in sol.status.lower())
 
 
 def greedy_choice(problem: MultiResourceProblem, fixed: np.ndarray | None = None) -> np.ndarray:

@@ -14,6 +14,7 @@ from dlsched.core.ranges import Range
 OPTION_RANGES: dict[str, Range] = {
     "rate": Range(0.0, 3600.0, lo_open=True),
     "hours": Range(0.0, 8760.0, lo_open=True),
+    "max_run_h": Range(0.0, 8760.0),
     "jobs": Range(1, 1_000_000),
     "seed": Range(0, 2**63 - 1),
     "max_gpus": Range(1, 65536),

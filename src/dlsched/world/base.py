@@ -156,6 +156,23 @@ class JobPhysics(ABC):
         types = [t for t in self.world.cluster.type_names if self.spec.allows_gpu_type(t)]
         return min(self.isolated_runtime_s(t, self.spec.num_gpus) for t in types)
 
+    def expected_runtime_s(self) -> float:
+        """Hops's expected run time without waiting (eq. 9, the ``age`` of the latency ratio), from truth:
+        over the GPU types the job accepts, weighted by their share of the cluster's GPUs, the samples over
+        the per-GPU throughput (at the request) times the mean of the requirement set.
+
+        This, not the best type's run time, is what the paper's latency ratio divides by: a job is not
+        promised the fastest type, and the mean requirement stands for the counts it may get."""
+        per_type = self.world.cluster.gpus_per_type
+        types = [t for t in self.world.cluster.type_names if self.spec.allows_gpu_type(t) and per_type.get(t, 0)]
+        reqs = self.spec.requirement_set()
+        r_avg = sum(reqs) / len(reqs) if reqs else float(self.spec.num_gpus)
+        total = sum(per_type[t] for t in types)
+        if not types or total <= 0 or r_avg <= 0:
+            return math.inf
+        k = self.spec.num_gpus
+        return sum(per_type[t] / total * self.isolated_runtime_s(t, k) * k / r_avg for t in types)
+
     def estimated_duration_s(self) -> float | None:
         """The run-time estimate a user submits with the job (what SJF and SRTF rank by).
 

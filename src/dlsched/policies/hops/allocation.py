@@ -138,9 +138,14 @@ class HopsAllocation(EstimatingAllocation):
     sensitivity_adjustment: bool = True
     #: Plan again inside a round whenever a job completes (off: one plan per round, as Sia and Gavel).
     multi_plan: bool = True
-    #: Relative MILP gap (the paper: 0.05%) and time limit per solve.
+    #: Relative MILP gap (the paper: 0.05%).
     mip_rel_gap: float = ranged(5e-4, 0.0, 1.0)
-    time_limit_s: float = ranged(10.0, 0.0, 3600.0, lo_open=True)
+    #: Branch-and-bound nodes per solve: the work limit that ends a long solve at the same point on every
+    #: machine and load, so a run is reproducible (the best plan found so far is kept).
+    mip_node_limit: int = ranged(2000, 1, 10_000_000)
+    #: Wall-clock safety net per solve; a plan it stops is no longer reproducible and says so
+    #: (``hops.time_limit_hit`` in the round's info).
+    time_limit_s: float = ranged(60.0, 0.0, 3600.0, lo_open=True)
     #: ``estimator``: section 3.5's estimator over the multi-layer store, fed by profiling and what jobs
     #: report; ``oracle``: the simulator's truth by shape (comparison runs).
     throughputs: str = "estimator"
@@ -348,7 +353,8 @@ class HopsAllocation(EstimatingAllocation):
         problem = MultiResourceProblem(group=np.array(group), usage=usage, value=np.array(values),
                                        capacity=idle.astype(float), num_groups=len(window),
                                        ordered=_interchangeable(view, window, idle, known))
-        result = solve_multi_assignment(problem, mip_rel_gap=self.mip_rel_gap, time_limit_s=self.time_limit_s)
+        result = solve_multi_assignment(problem, mip_rel_gap=self.mip_rel_gap, time_limit_s=self.time_limit_s,
+                                        node_limit=self.mip_node_limit)
         for i, o in enumerate(result.choice.tolist()):
             if o < 0:
                 continue
@@ -360,6 +366,7 @@ class HopsAllocation(EstimatingAllocation):
         plan.info["hops.solve_s"] = result.solve_s
         plan.info["hops.objective"] = result.objective
         plan.info["hops.bound"] = result.bound
+        plan.info["hops.time_limit_hit"] = float(result.time_limited)
         return plan
 
     def _plan_classes(self, view: ClusterView, window: list[JobView], prios: np.ndarray,
@@ -412,7 +419,8 @@ class HopsAllocation(EstimatingAllocation):
         problem = MultiResourceProblem(group=np.array(group), usage=usage, value=np.array(values), capacity=cap,
                                        num_groups=len(window))
         result = solve_multi_assignment(problem, mip_rel_gap=self.mip_rel_gap, time_limit_s=self.time_limit_s,
-                                        method=self.solver, round_gap=self.round_gap)
+                                        method=self.solver, round_gap=self.round_gap,
+                                        node_limit=self.mip_node_limit)
         value = np.array(values)
         placed = map_back(classes, idle, problem.group, sigs, value, result.choice, lambda g: currents[g])
         objective = 0.0
@@ -427,6 +435,7 @@ class HopsAllocation(EstimatingAllocation):
         plan.info["hops.solve_s"] = result.solve_s
         plan.info["hops.objective"] = objective
         plan.info["hops.bound"] = result.bound
+        plan.info["hops.time_limit_hit"] = float(result.time_limited)
         return plan
 
     def _known_servers(self, window: list[JobView]) -> set[int]:
