@@ -63,6 +63,7 @@ experiments: $(STAMP)
 	$(PY) experiments/hops_estimator.py --workloads 3 --workers $(WORKERS)
 	$(PY) benchmarks/coordination_time.py --rounds 20 --out experiments/results/coordination_time.json
 	$(PY) experiments/copter_table41.py --cluster copter-10k --jobs 5000 --hours 3 --json experiments/results/copter_table41_10k.json --workers $(WORKERS)
+	$(PY) experiments/copter_table41.py --cluster copter-25k --jobs 4167 --hours 1 --json experiments/results/copter_table41_25k.json --workers $(WORKERS)
 	$(PY) benchmarks/copter_attribution.py --gpus 10240 --rounds 10 --out experiments/results/copter_attribution.json
 	$(PY) experiments/make_results.py
 
