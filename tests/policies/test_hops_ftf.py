@@ -74,6 +74,6 @@ def test_a_hops_run_under_finish_time_fairness_completes_every_job():
                                    "hops", "--ordering", "finish-time-fairness", "--set", "throughputs=oracle",
                                    "--format", "json"])
     assert res.exit_code == 0, res.output
-    summary = json.loads(res.output)
+    summary = json.loads(res.stdout)
     assert summary["completed"] == summary["jobs"] == 25
     assert summary["ftf_max"] is not None

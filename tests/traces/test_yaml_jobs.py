@@ -85,7 +85,7 @@ def test_simulate_runs_a_yaml_job_file_under_hops(tmp_path):
     res = CliRunner().invoke(app, ["simulate", "--cluster", "hops-64", "--trace", str(path), "--policy", "hops",
                                    "--set", "throughputs=oracle", "--format", "json"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["completed"] == 2
+    assert json.loads(res.stdout)["completed"] == 2
 
 
 def test_a_bad_yaml_job_exits_2_with_one_error_line(tmp_path):
