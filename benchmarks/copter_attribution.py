@@ -35,14 +35,12 @@ import time
 from collections.abc import Hashable
 
 import numpy as np
+from scale_policy_time import BLOCK, stream_problems
 
 from dlsched.solvers.continual import LPStar, ProximalPoint
 from dlsched.solvers.differential import DifferentialAssignment
 from dlsched.solvers.synthetic import ChurnStream, ResourceBlock
 
-#: The thesis prototype's 256-GPU block: (type, nodes, GPUs per node) (as in scale_policy_time.py).
-BLOCK = [("azure", 6, 8), ("aws", 8, 4), ("dgx-ext", 4, 8), ("quad", 8, 4), ("rtx", 6, 8), ("a10-pcie", 8, 4),
-         ("a100-pcie", 8, 4)]
 STEPS = ("lpstar", "sparse", "differential", "warm")
 #: The thesis's mean speed-up of each technique (figure 4.6).
 THESIS = {"sparse": 5.0, "differential": 3.5, "warm": 1.5, "total": 24.0}
@@ -173,15 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="also write the measurements, with provenance, to this JSON file")
     args = ap.parse_args(argv)
     from dlsched.sim.about import begin_measurements, finish_measurements
-    problems = []
-    if args.gpus < 256 or args.gpus % 256:
-        problems.append(f"--gpus: {args.gpus} is not a positive multiple of 256 (the thesis's block)")
-    if args.rounds < 1:
-        problems.append(f"--rounds: {args.rounds} must be at least 1")
-    if not 0.0 <= args.churn <= 1.0 or not 0.0 <= args.drift <= 1.0:
-        problems.append("--churn and --drift are fractions in [0, 1]")
-    if args.jobs is not None and args.jobs < 1:
-        problems.append(f"--jobs: {args.jobs} must be at least 1")
+    problems = stream_problems(args)
     if problems:
         print(f"error: {problems[0]}", file=sys.stderr)
         return 2

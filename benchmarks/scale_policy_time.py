@@ -128,6 +128,21 @@ def run(gpus: int, jobs: int, rounds: int, churn: float, drift: float, methods: 
     return rows
 
 
+def stream_problems(args: argparse.Namespace) -> list[str]:
+    """What is wrong with the churning problem's options (``--gpus``, ``--rounds``, ``--churn``, ``--drift``,
+    ``--jobs``), one message each; shared by the benchmarks that solve it."""
+    problems = []
+    if args.gpus < 256 or args.gpus % 256:
+        problems.append(f"--gpus: {args.gpus} is not a positive multiple of 256 (the thesis's block)")
+    if args.rounds < 1:
+        problems.append(f"--rounds: {args.rounds} must be at least 1")
+    if not 0.0 <= args.churn <= 1.0 or not 0.0 <= args.drift <= 1.0:
+        problems.append("--churn and --drift are fractions in [0, 1]")
+    if args.jobs is not None and args.jobs < 1:
+        problems.append(f"--jobs: {args.jobs} must be at least 1")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", type=int, default=25_600, help="cluster size, a multiple of 256")
@@ -146,15 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.gpus, args.jobs, args.rounds = 512, 150, 4
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    problems = []
-    if args.gpus < 256 or args.gpus % 256:
-        problems.append(f"--gpus: {args.gpus} is not a positive multiple of 256 (the thesis's block)")
-    if args.rounds < 1:
-        problems.append(f"--rounds: {args.rounds} must be at least 1")
-    if not 0.0 <= args.churn <= 1.0 or not 0.0 <= args.drift <= 1.0:
-        problems.append("--churn and --drift are fractions in [0, 1]")
-    if args.jobs is not None and args.jobs < 1:
-        problems.append(f"--jobs: {args.jobs} must be at least 1")
+    problems = stream_problems(args)
     if args.workers < 1:
         problems.append(f"--workers: {args.workers} must be at least 1")
     unknown = [m for m in methods if m not in METHODS and not (m.startswith("pop-") and m[4:].isdigit()

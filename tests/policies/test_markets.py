@@ -201,12 +201,17 @@ def test_a_re_plan_cut_short_runs_the_newcomers_on_the_gpus_the_old_plan_leaves_
     assert (est.gpus @ cut.run == 4).all()  # no GPU idle while a job could use it
 
 
+def _random_small_jobs(n: int) -> list:
+    """``n`` jobs of one or two GPUs with random ages and run-time estimates (seeded)."""
+    rng = np.random.default_rng(0)
+    return [job(f"j{i}", int(rng.choice([1, 2])), age=float(rng.uniform(0, 5000)),
+                estimate=float(rng.uniform(300, 5000))) for i in range(n)]
+
+
 def test_the_first_plan_cut_short_still_fills_the_cluster():
     # 60 small jobs, a 20-round window and a 0.1 s limit: the solve stops early. It starts from a filled
     # plan, so the first round uses every GPU (from nothing, it used 2 of the 4).
-    rng = np.random.default_rng(0)
-    jobs = [job(f"j{i}", int(rng.choice([1, 2])), age=float(rng.uniform(0, 5000)),
-                estimate=float(rng.uniform(300, 5000))) for i in range(60)]
+    jobs = _random_small_jobs(60)
     sched = build_scheduler("shockwave", settings={"window_rounds": "20", "time_limit_s": "0.1"})
     decision = sched.schedule(view(jobs, 0.0))
     assert sum(len(a.placement) for a in decision.allocations.values()) == 4
@@ -235,9 +240,7 @@ def test_fill_rounds_keeps_the_plan_feasible_and_leaves_no_slot_a_waiting_job_fi
 
 
 def test_shockwave_solves_stop_at_its_node_limit():
-    rng = np.random.default_rng(0)
-    jobs = [job(f"j{i}", int(rng.choice([1, 2])), age=float(rng.uniform(0, 5000)),
-                estimate=float(rng.uniform(300, 5000))) for i in range(30)]
+    jobs = _random_small_jobs(30)
     sched = build_scheduler("shockwave", settings={"window_rounds": "10", "node_limit": "3"})
     decision = sched.schedule(view(jobs, 0.0))
     assert 0 <= decision.info["shockwave.nodes"] <= 3

@@ -15,6 +15,7 @@ from dlsched.solvers.continual import LPStar, ProximalPoint
 from dlsched.solvers.synthetic import ChurnStream, ResourceBlock
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "copter_attribution.py"
+sys.path.insert(0, str(SCRIPT.parent))  # the benchmark imports its sibling scale_policy_time
 _spec = importlib.util.spec_from_file_location("copter_attribution", SCRIPT)
 assert _spec is not None and _spec.loader is not None
 bench = importlib.util.module_from_spec(_spec)
