@@ -13,7 +13,6 @@ every run's resolved configuration in ``configs``) and each run's summary (``run
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import time
@@ -86,22 +85,16 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=OUT, help=f"JSON result file (default {OUT.relative_to(ROOT)})")
     args = p.parse_args()
 
-    from dlsched.outputs import atomic_file
-    from dlsched.sim.about import provenance
+    from dlsched.sim.about import provenance, write_run_results
     from dlsched.sim.run import run_many
 
     provenance()  # the code as it is now, at the start: what the runs will run, whatever the checkout does later
     t0 = time.perf_counter()
     records = run_many(configs(args.workloads), workers=args.workers)
-    payload = {**provenance([r.config_record() for r in records]), "experiment": "gavel_fidelity",
-               "cluster": CLUSTER, "round_s": ROUND_S, "workloads": args.workloads,
-               "wall_s": sum(r.wall_s for r in records),
-               "runs": [{"summary": r.summary, "wall_s": r.wall_s, "complete": r.complete} for r in records]}
+    payload = write_run_results(args.out, "gavel_fidelity", records, cluster=CLUSTER, round_s=ROUND_S,
+                                workloads=args.workloads)
     print(tables(payload)["table"])
     print(f"\n{len(records)} runs, {(time.perf_counter() - t0) / 60:.1f} min")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_file(args.out) as tmp:
-        tmp.write_text(json.dumps(payload, indent=1, default=str) + "\n")
     print(f"wrote {args.out}")
 
 

@@ -23,7 +23,6 @@ dirty, dlsched version, every run's resolved configuration in ``configs``) and e
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import time
@@ -150,23 +149,17 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=OUT, help=f"JSON result file (default {OUT.relative_to(ROOT)})")
     args = p.parse_args()
 
-    from dlsched.outputs import atomic_file
-    from dlsched.sim.about import provenance
+    from dlsched.sim.about import provenance, write_run_results
     from dlsched.sim.run import run_many
 
     provenance()
     t0 = time.perf_counter()
     records = run_many(configs(args.seeds, args.ablation_seeds), workers=args.workers)
-    payload = {**provenance([r.config_record() for r in records]), "experiment": "gimbal_e2e", "seeds": args.seeds,
-               "ablation_seeds": args.ablation_seeds,
-               "wall_s": sum(r.wall_s for r in records),
-               "runs": [{"summary": r.summary, "wall_s": r.wall_s, "complete": r.complete} for r in records]}
+    payload = write_run_results(args.out, "gimbal_e2e", records, seeds=args.seeds,
+                                ablation_seeds=args.ablation_seeds)
     out = tables(payload)
     print(out["e2e"], "", out["makespan"], "", out["deadline"], "", out["ablation"], sep="\n")
     print(f"\n{len(records)} runs, {(time.perf_counter() - t0) / 60:.1f} min")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_file(args.out) as tmp:
-        tmp.write_text(json.dumps(payload, indent=1, default=str) + "\n")
     print(f"wrote {args.out}")
 
 

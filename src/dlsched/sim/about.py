@@ -185,6 +185,24 @@ def provenance(configs: Sequence[dict[str, Any]] | None = None) -> dict[str, Any
     return out
 
 
+def write_run_results(out: Any, experiment: str, records: Sequence[Any], **fields: Any) -> dict[str, Any]:
+    """An experiment's result file from its simulated runs (:class:`~dlsched.sim.run.RunRecords`): the
+    provenance with every run's configuration, ``experiment``, the experiment's own ``fields``, the summed
+    ``wall_s`` and per run its summary, wall time and whether it completed. Written atomically; returned."""
+    import json
+    from pathlib import Path
+
+    from dlsched.outputs import atomic_file
+
+    payload = {**provenance([r.config_record() for r in records]), "experiment": experiment, **fields,
+               "wall_s": sum(r.wall_s for r in records),
+               "runs": [{"summary": r.summary, "wall_s": r.wall_s, "complete": r.complete} for r in records]}
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(out) as tmp:
+        tmp.write_text(json.dumps(payload, indent=1, default=str) + "\n")
+    return payload
+
+
 def begin_measurements(out: Any) -> None:
     """How a benchmark starts: a bad ``--out`` is refused before anything is measured, and the code's state
     is read now (:func:`code_state` is computed once per process), so the result names the code that ran."""

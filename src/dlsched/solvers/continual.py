@@ -249,8 +249,8 @@ class WarmSimplex(Method):
                            np.arange(0, 2 * m, 2, dtype=np.int32), index, vals)
             self._cols = p.num_slots
         if self._cap_dirty:
-            self.h.changeRowsBounds(  # type: ignore[attr-defined]  # exists on Highs, missing from the stubs
-                k, np.arange(k, dtype=np.int32), np.full(k, -INF), p.capacity.astype(float))
+            for r in range(k):  # one row per GPU type: a handful
+                self.h.changeRowBounds(r, -INF, float(p.capacity[r]))
             self._cap_dirty = False
 
     def relax(self) -> tuple[np.ndarray, float, float, float, dict[str, float]]:
