@@ -42,16 +42,22 @@ def test_an_option_may_use_gpus_on_two_servers():
     assert res.choice.tolist() == [1, 2] and res.objective == 7.0
 
 
-@settings(max_examples=40, deadline=None)
-@given(data=st.data())
-def test_milp_is_optimal_and_feasible_on_small_problems(data):
+def draw_options(data, max_groups: int) -> tuple[int, int, list]:
+    """A random small problem's resources, groups and options ``(group, {resource: GPUs}, value)``."""
     n_res = data.draw(st.integers(1, 3))
-    n_groups = data.draw(st.integers(1, 4))
+    n_groups = data.draw(st.integers(1, max_groups))
     options = []
     for g in range(n_groups):
         for _ in range(data.draw(st.integers(0, 3))):
             use = data.draw(st.dictionaries(st.integers(0, n_res - 1), st.integers(1, 4), min_size=1, max_size=n_res))
             options.append((g, use, data.draw(st.floats(0.1, 10.0))))
+    return n_res, n_groups, options
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_milp_is_optimal_and_feasible_on_small_problems(data):
+    n_res, n_groups, options = draw_options(data, max_groups=4)
     capacity = [data.draw(st.integers(0, 6)) for _ in range(n_res)]
     p = problem_of(options, capacity, n_groups)
     res = solve_multi_assignment(p, mip_rel_gap=0.0)
@@ -72,13 +78,7 @@ def test_interchangeable_servers_keep_the_optimum():
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_lp_rounding_is_feasible_bounded_and_auto_with_no_slack_is_optimal(data):
-    n_res = data.draw(st.integers(1, 3))
-    n_groups = data.draw(st.integers(1, 5))
-    options = []
-    for g in range(n_groups):
-        for _ in range(data.draw(st.integers(0, 3))):
-            use = data.draw(st.dictionaries(st.integers(0, n_res - 1), st.integers(1, 4), min_size=1, max_size=n_res))
-            options.append((g, use, data.draw(st.floats(0.1, 10.0))))
+    n_res, n_groups, options = draw_options(data, max_groups=5)
     if not options:
         return
     p = problem_of(options, [data.draw(st.integers(0, 6)) for _ in range(n_res)], n_groups)

@@ -60,34 +60,31 @@ TIE_BREAKS = ("keep", "solver")
 DEFAULT_TAU_S = 300.0
 
 
-def parse_tau(raw: str, key: str) -> float | None:
-    """``on`` for the thesis's 300 s, ``off``/``0`` to disable, else seconds."""
+def _seconds_or_off(raw: str, key: str, *, on: float | None, what: str) -> float | None:
+    """Positive seconds, ``off`` (None), or ``on`` when the option has a default to switch on."""
     text = raw.strip().lower()
-    if text in ("on", "true", "yes"):
-        return DEFAULT_TAU_S
-    if text in ("0", "off", "none", "false", "no"):
+    if on is not None and text in ("on", "true", "yes"):
+        return on
+    if text in ("off", "none", "false", "no") or (on is not None and text == "0"):
         return None
+    hint = "(or on/off)" if on is not None else "(or off)"
     try:
         value = float(text)
     except ValueError:
-        raise InputError(f"cannot read '{raw}' as seconds (or on/off)", field=key) from None
+        raise InputError(f"cannot read '{raw}' as seconds {hint}", field=key) from None
     if not math.isfinite(value) or value <= 0:
-        raise InputError(f"tau must be a positive number of seconds (or off), got '{raw}'", field=key)
+        raise InputError(f"{what} must be a positive number of seconds (or off), got '{raw}'", field=key)
     return value
+
+
+def parse_tau(raw: str, key: str) -> float | None:
+    """``on`` for the thesis's 300 s, ``off``/``0`` to disable, else seconds."""
+    return _seconds_or_off(raw, key, on=DEFAULT_TAU_S, what="tau")
 
 
 def parse_budget(raw: str, key: str) -> float | None:
     """Seconds, or ``off``/``none`` for no budget."""
-    text = raw.strip().lower()
-    if text in ("off", "none", "no", "false"):
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise InputError(f"cannot read '{raw}' as seconds (or off)", field=key) from None
-    if not math.isfinite(value) or value <= 0:
-        raise InputError(f"a time budget must be a positive number of seconds (or off), got '{raw}'", field=key)
-    return value
+    return _seconds_or_off(raw, key, on=None, what="a time budget")
 
 
 def parse_reservation(item: str) -> tuple[str, int]:
