@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from dlsched.datadir import require_data
+from dlsched.outputs import atomic_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fit_philly_stats import CATEGORY_EDGES, QUANTILES, dumps, quantile_table  # noqa: E402
@@ -78,10 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                   "arrivals_by_hour": "share of task creations in each hour of the trace's day"},
         **fit(pods),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(dumps(stats) + "\n")
-    tmp.replace(args.out)
+    with atomic_file(args.out) as tmp:
+        tmp.write_text(dumps(stats) + "\n")
     print(f"wrote {args.out} ({stats['gpu_tasks']} GPU tasks)")
     return 0
 

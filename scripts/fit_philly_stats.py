@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from dlsched.datadir import data_dir, require_data
+from dlsched.outputs import atomic_file
 
 #: Quantile levels of the tables: dense in the tails, where the heavy-tailed Philly durations live.
 QUANTILES = np.unique(np.concatenate([
@@ -112,10 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     share = pollux_ncf_share(base) if base is not None else None
     if share is not None:
         stats["pollux_ncf_share_of_short_jobs"] = share
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(dumps(stats) + "\n")
-    tmp.replace(args.out)
+    with atomic_file(args.out) as tmp:
+        tmp.write_text(dumps(stats) + "\n")
     print(f"wrote {args.out} ({stats['jobs']} jobs)")
     return 0
 
