@@ -149,11 +149,16 @@ def test_feasible_start_drops_what_breaks_the_plan_and_orders_rounds_busiest_fir
     assert (np.diff(load) <= 0).all()
 
 
+def _random_small_jobs(n: int, sizes: tuple[int, ...] = (1, 2), seed: int = 0) -> list:
+    """``n`` jobs of ``sizes`` GPUs with random ages and run-time estimates (seeded)."""
+    rng = np.random.default_rng(seed)
+    return [job(f"j{i}", int(rng.choice(list(sizes))), age=float(rng.uniform(0, 5000)),
+                estimate=float(rng.uniform(300, 5000))) for i in range(n)]
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_shockwave_warm_start_is_never_worse_than_the_plan_it_starts_from(seed):
-    rng = np.random.default_rng(seed)
-    jobs = [job(f"j{i}", int(rng.choice([1, 2, 4])), age=float(rng.uniform(0, 5000)),
-                estimate=float(rng.uniform(300, 5000))) for i in range(10)]
+    jobs = _random_small_jobs(10, (1, 2, 4), seed)
     est = job_estimates(jobs, 4)
     kw = dict(round_s=360.0, window_rounds=6, ftf_weight=10.0, makespan_weight=0.1, rho_max=1.0,
               log_bases=(0.01, 0.2, 0.4, 0.6, 0.8, 1.0))
@@ -173,9 +178,7 @@ def test_shockwave_warm_start_is_never_worse_than_the_plan_it_starts_from(seed):
 
 
 def test_shockwave_re_plan_cut_short_by_its_time_limit_keeps_the_plan_it_started_from():
-    rng = np.random.default_rng(0)
-    jobs = [job(f"j{i}", int(rng.choice([1, 2, 4])), age=float(rng.uniform(0, 5000)),
-                estimate=float(rng.uniform(300, 5000))) for i in range(30)]
+    jobs = _random_small_jobs(30, (1, 2, 4))
     est = job_estimates(jobs, 4)
     kw = dict(round_s=360.0, window_rounds=10, ftf_weight=10.0, makespan_weight=0.1, rho_max=1.0,
               log_bases=(0.01, 0.2, 0.4, 0.6, 0.8, 1.0))
@@ -201,11 +204,6 @@ def test_a_re_plan_cut_short_runs_the_newcomers_on_the_gpus_the_old_plan_leaves_
     assert (est.gpus @ cut.run == 4).all()  # no GPU idle while a job could use it
 
 
-def _random_small_jobs(n: int) -> list:
-    """``n`` jobs of one or two GPUs with random ages and run-time estimates (seeded)."""
-    rng = np.random.default_rng(0)
-    return [job(f"j{i}", int(rng.choice([1, 2])), age=float(rng.uniform(0, 5000)),
-                estimate=float(rng.uniform(300, 5000))) for i in range(n)]
 
 
 def test_the_first_plan_cut_short_still_fills_the_cluster():
