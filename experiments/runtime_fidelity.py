@@ -79,12 +79,12 @@ def run_real(policy: str, trace_file: Path, ckpt: Path) -> dict[str, Any]:
     from dlsched.runtime.driver import RuntimeOptions
     from dlsched.runtime.session import run
 
-    summary, result = run("ray-local-4", str(trace_file), policy,
-                          options=RuntimeOptions(round_s=ROUND_S, checkpoint_dir=ckpt))
+    options = RuntimeOptions(round_s=ROUND_S, round_start="boundary", checkpoint_dir=ckpt)
+    summary, result = run("ray-local-4", str(trace_file), policy, options=options)
     return {
         "summary": {k: summary[k] for k in ("jobs", "completed", "avg_jct_s", "makespan_s", "restarts_per_job")
                     if k in summary},
-        "wall_s": result.wall_s, "rounds": len(result.rounds),
+        "wall_s": result.wall_s, "rounds": len(result.rounds), "round_start": options.round_start,
         "round_starts_s": [r.time_s for r in result.rounds],
         "jobs": [{"job_id": r.job_id, "submit_s": r.submit_s, "start_s": r.start_s, "finish_s": r.finish_s,
                   "restarts": r.restarts} for r in result.jobs],

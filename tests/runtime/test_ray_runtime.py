@@ -113,6 +113,9 @@ def test_three_jobs_survive_a_forced_reallocation(two_nodes, tmp_path: Path):
         assert len(reports) >= 3
     _check_jobs_resumed_exactly(result, trace, tmp_path)
     assert result.summary["completed"] == 3
+    # rounds keep the simulator's cadence: none starts sooner than round_s after the one before
+    starts = [r.time_s for r in result.rounds]
+    assert all(b - a >= 4.0 - 1e-6 for a, b in zip(starts, starts[1:], strict=False))
 
 
 def test_a_killed_worker_resumes_from_its_checkpoint(two_nodes, tmp_path: Path):

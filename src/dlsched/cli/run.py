@@ -24,6 +24,9 @@ def run_jobs(
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster to run on, whose nodes carry "
                                                 "the dlsched_node_* resources [default: start Ray here].")] = None,
     round_s: Annotated[float, typer.Option("--round-s", help="Scheduling round, wall-clock seconds.")] = 20.0,
+    round_start: Annotated[str, typer.Option("--round-start", help="When a round starts: 'boundary' (round_s "
+                                             "after the last one, as the simulator) or 'early' (once every job "
+                                             "of the last round has reported).")] = "boundary",
     max_time_s: Annotated[float | None, typer.Option("--max-time-s", help="Stop after this many wall-clock "
                                                      "seconds even if jobs remain.")] = None,
     checkpoint_dir: Annotated[Path, typer.Option("--checkpoint-dir", help="Shared folder for the jobs' "
@@ -45,11 +48,14 @@ def run_jobs(
 
         if not 1.0 <= round_s <= 86400.0:
             raise InputError(f"--round-s must lie in [1, 86400], got {round_s:g}", field="round_s")
+        if round_start not in ("boundary", "early"):
+            raise InputError(f"--round-start must be 'boundary' or 'early', got {round_start!r}", field="round_start")
         if max_time_s is not None and not 0 < max_time_s <= 30 * 86400.0:
             raise InputError(f"--max-time-s must lie in (0, 2592000], got {max_time_s:g}", field="max_time_s")
         if out_dir is not None:  # a bad folder fails now, not after the run
             check_output_dir(out_dir, force=force)
-        options = RuntimeOptions(round_s=round_s, checkpoint_dir=checkpoint_dir, max_time_s=max_time_s)
+        options = RuntimeOptions(round_s=round_s, round_start="early" if round_start == "early" else "boundary",
+                                 checkpoint_dir=checkpoint_dir, max_time_s=max_time_s)
         settings = parse_set(set_)
         summary, result = run(cluster, trace, policy, settings=settings, seed=seed, address=address,
                               options=options)

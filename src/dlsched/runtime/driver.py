@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -48,6 +48,11 @@ class RuntimeOptions:
     """How the runtime runs rounds."""
 
     round_s: float = 20.0
+    #: When the next round starts. ``boundary`` (default): no earlier than ``round_s`` after the last one
+    #: started, as a scheduler on a fixed interval (Sia's and Pollux's) and the simulator run, so GPUs a job
+    #: frees mid-round stay idle until then; a round that overruns is followed at once. ``early``: as soon
+    #: as every job of the round has reported (a round whose jobs all finish early ends early).
+    round_start: Literal["boundary", "early"] = "boundary"
     #: Where the jobs' checkpoints live (one folder per job), shared by every Ray node.
     checkpoint_dir: Path = Path("dlsched-checkpoints")
     checkpoint_every: int = 20
@@ -163,21 +168,31 @@ class RuntimeRun:
             shutil.rmtree(self.ckpt_dir(live.job.job_id), ignore_errors=True)
         nxt = 0
         round_no = 0
+        last_t: float | None = None  # when the last round started
+        due = 0.0  # the earliest start of the next round
+        boundary = self.options.round_start == "boundary"
         try:
             while nxt < len(self.pending) or self.active:
                 t = self.now()
                 if self.options.max_time_s is not None and t >= self.options.max_time_s:
                     break
+                if boundary and t < due:
+                    time.sleep(due - t)
+                    continue
                 while nxt < len(self.pending) and self.pending[nxt].job.submit_s <= t:
                     live = self.pending[nxt]
                     live.status = JobStatus.QUEUED
                     self.active[live.job.job_id] = live
                     nxt += 1
                 if not self.active:
-                    time.sleep(max(0.0, min(self.pending[nxt].job.submit_s - t, self.options.round_s)))
+                    arrival = self.pending[nxt].job.submit_s
+                    if boundary and last_t is not None:  # keep the cadence through an idle spell
+                        due = last_t + math.ceil((arrival - last_t) / self.options.round_s) * self.options.round_s
+                    time.sleep(max(0.0, min(arrival - t, self.options.round_s)))
                     continue
                 self._round(round_no, t)
                 round_no += 1
+                last_t, due = t, t + self.options.round_s
         finally:
             for live in self.active.values():
                 self._stop(live)

@@ -117,5 +117,6 @@ def config_record(cluster_name: str, trace_name: str, policy: str, *, settings: 
             "cluster": cluster_name, "trace": trace_name,
             "trace_jobs": load_trace(trace_name).model_dump(mode="json")["jobs"], "policy": policy,
             "settings": dict(settings), "seed": seed, "address": address, "round_s": options.round_s,
+            "round_start": options.round_start,
             "max_time_s": options.max_time_s, "checkpoint_dir": str(options.checkpoint_dir),
             "checkpoint_every": options.checkpoint_every, "gpu_emulation": summary["gpu_emulation"]}
