@@ -68,6 +68,7 @@ def test_rounds_resume_from_the_checkpoint_with_new_batches(tmp_path: Path):
 
 def test_emulated_slowdown_stretches_reported_step_times(tmp_path: Path):
     spec = TrainSpec(job_id="j", model="resnet", samples=512, init_batch=32, max_batch=64, epochs=1)
+    train_round(spec, WorkerPlan(0, 1, "", 32, (1.0,), budget_s=60), tmp_path / "warm-up")  # first-use costs
     fast = train_round(spec, WorkerPlan(0, 1, "", 32, (1.0,), budget_s=60), tmp_path / "a")
     slow = train_round(spec, WorkerPlan(0, 1, "", 32, (1.0,), budget_s=60, slowdown=3.0), tmp_path / "b")
     assert slow.step_time_s > 2.0 * fast.step_time_s
@@ -92,3 +93,38 @@ def test_a_round_trains_at_the_rate_its_plan_names_else_at_adascales(tmp_path: P
     assert optimiser["param_groups"][0]["lr"] == 0.0123
     adapted = train_round(spec, WorkerPlan(0, 1, "", 64, (1.0,), budget_s=120), tmp_path / "b")
     assert adapted.lr >= 0.05  # AdaScale's gain is at least 1 for a batch above the initial one
+
+
+def _rank_round(rank: int, port: int, slowdown: float, folder: str, out) -> None:
+    spec = TrainSpec(job_id="pair", model="mlp", samples=100_000, init_batch=64, max_batch=64, epochs=50)
+    plan = WorkerPlan(rank, 2, f"127.0.0.1:{port}", 64, (0.5, 0.5), slowdown=slowdown, budget_s=6.0,
+                      checkpoint_every=10_000)
+    out.put((rank, train_round(spec, plan, folder).steps))
+
+
+def _two_worker_steps(slowdown: float, folder: Path) -> int:
+    import multiprocessing
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_rank_round, args=(r, port, slowdown, str(folder), out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    steps = [out.get(timeout=120)[1] for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+    assert steps[0] == steps[1]  # the ranks stepped together
+    return steps[0]
+
+
+def test_an_emulated_slow_type_slows_a_two_worker_job_by_its_factor_not_without_bound(tmp_path: Path):
+    """Each worker's computation is stretched, not its wait for its peer: stretching the wait fed one worker's
+    sleep into the other's next wait and, on a type three times slower, doubled the lag every step."""
+    fast = _two_worker_steps(1.0, tmp_path / "fast")
+    slow = _two_worker_steps(3.0, tmp_path / "slow")
+    assert fast > 20
+    assert slow >= fast / 3.0 * 0.5, (fast, slow)

@@ -22,8 +22,12 @@ covariance) and ``|G|^2``, smoothed over steps. A job reports them as Pollux's `
 ``grad_var`` (``S / B0``, the noise of an initial-size batch), and scales its learning rate by AdaScale's
 gain for its current batch, as Pollux's jobs do.
 
-Emulated GPU types: on a machine without the GPU type a node claims, ``slowdown`` stretches every step by
-sleeping ``(slowdown - 1)`` times the step's measured time; reports then carry the stretched times.
+Emulated GPU types: on a machine without the GPU type a node claims, ``slowdown`` stretches each worker's
+computation of a step (forward and backward) by sleeping ``(slowdown - 1)`` times its measured length, before
+the gradient exchange; reports carry the steps' real, stretched lengths. The exchange is not stretched: a GPU
+type does not change the network, and stretching a step's wait for its peers would feed each worker's sleep
+back into the others' waits, so that a job with two workers on a type more than twice as slow as the reference
+slowed down without bound from one step to the next.
 """
 
 from __future__ import annotations
@@ -267,6 +271,8 @@ def _train(spec: TrainSpec, plan: WorkerPlan, ckpt_dir: str | Path, device: torc
             packed[n_params + 1] += float((grad / len(idx)).square().sum())
             packed[n_params + 2] += 1.0
             packed[n_params + 3] += 1.0 / len(idx)
+        if plan.slowdown > 1.0:  # the emulated GPU computes more slowly; the exchange below is not stretched
+            time.sleep((time.monotonic() - t0) * (plan.slowdown - 1.0))
         over_budget = time.monotonic() - t_start + (step_times[-1] if step_times else 0.0) >= plan.budget_s
         packed[n_params + 4] = 1.0 if over_budget else 0.0
         t_sync = time.monotonic()
@@ -303,11 +309,8 @@ def _train(spec: TrainSpec, plan: WorkerPlan, ckpt_dir: str | Path, device: torc
             state.epoch, state.offset = state.epoch + 1, 0
             perm = permutation(spec.seed, state.epoch, spec.samples)
         state.done = _finished(spec, state)
-        measured = time.monotonic() - t0
-        if plan.slowdown > 1.0:
-            time.sleep(measured * (plan.slowdown - 1.0))
-        step_times.append(measured * max(plan.slowdown, 1.0))
-        sync_times.append(sync_s * max(plan.slowdown, 1.0))
+        step_times.append(time.monotonic() - t0)
+        sync_times.append(sync_s)
         if plan.rank == 0 and (state.step % plan.checkpoint_every == 0 or state.done):
             save_checkpoint(ckpt_dir, state, model, optimizer)
         if bool(packed[n_params + 4]):
