@@ -421,7 +421,7 @@ class ProximalPoint(Method):
     option with the larger weight and the next round, warm-started, carries the move on. Such a move is made
     only if its gain outlasts a few rounds, where LP* makes it at once: on Sia's problems this defers moves
     of small gain, and fewer jobs restart than under LP*. A large cap (200) solves each round's relaxation
-    nearly to LP*'s optimum and makes LP*'s moves.
+    nearly to LP*'s optimum and makes most of LP*'s moves.
     """
 
     name = "continual"
