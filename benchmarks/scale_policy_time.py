@@ -11,8 +11,8 @@ doubling limit and 64 GPUs), values from Sia's transformed objective, and churn 
 * ``lpstar``: the relaxation built and solved from scratch each round (HiGHS dual simplex), then the shim;
 * ``pop-16``: POP with 16 sub-problems solved as MILPs in ``--workers`` worker processes; ``median_s``/``p99_s``
   are the measured wall time, ``critical_path_*`` the slowest sub-problem (its time with 16 cores);
-* ``warm-simplex``, ``continual`` (proximal point with coordinate descent), ``lagrangian``: warm-started from
-  the previous round, then the shim.
+* ``warm-simplex``, ``continual`` (proximal point with coordinate descent, at most ``--prox-steps`` proximal
+  steps per round, 15 by default), ``lagrangian``: warm-started from the previous round, then the shim.
 
 The first round is every method's cold start (reported as ``first_s``) and is not counted; the figures are
 over the ``--rounds`` rounds after it. ``objective_vs_lpstar`` is the method's total shimmed objective over
@@ -49,7 +49,7 @@ SHIMS = {"thesis": {}, "fill": {"fill": True}, "upgrade": {"fill": True, "upgrad
 
 
 def make_method(name: str, problem: DifferentialAssignment, workers: int,
-                shim: str = "upgrade") -> LPStar | WarmSimplex | POP:
+                shim: str = "upgrade", prox_steps: int = 15) -> LPStar | WarmSimplex | POP:
     kw = SHIMS[shim]
     if name == "lpstar":
         return LPStar(problem, **kw)
@@ -58,7 +58,7 @@ def make_method(name: str, problem: DifferentialAssignment, workers: int,
     if name == "warm-simplex":
         return WarmSimplex(problem, **kw)
     if name == "continual":
-        return ProximalPoint(problem, **kw)
+        return ProximalPoint(problem, prox_steps=prox_steps, **kw)
     if name == "lagrangian":
         return Lagrangian(problem, **kw)
     raise ValueError(f"unknown method {name!r}")
@@ -69,13 +69,13 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def run(gpus: int, jobs: int, rounds: int, churn: float, drift: float, methods: list[str], workers: int,
-        seed: int, shim: str = "upgrade") -> list[dict]:
+        seed: int, shim: str = "upgrade", prox_steps: int = 15) -> list[dict]:
     scale = gpus // 256
     stream = ChurnStream([ResourceBlock(n * scale, per) for _, n, per in BLOCK], jobs=jobs, churn=churn,
                          drift=drift, seed=seed)
     problem = stream.problem
     names = ["lpstar"] + [m for m in methods if m != "lpstar"]
-    solvers = {m: make_method(m, problem, workers, shim) for m in names}
+    solvers = {m: make_method(m, problem, workers, shim, prox_steps) for m in names}
     times: dict[str, list[float]] = {m: [] for m in names}
     critical: dict[str, list[float]] = {m: [] for m in names}
     obj: dict[str, list[float]] = {m: [] for m in names}
@@ -121,6 +121,8 @@ def run(gpus: int, jobs: int, rounds: int, churn: float, drift: float, methods: 
                "min_objective_vs_lpstar": round(float(np.min(mine / np.where(ref > 0, ref, 1.0))), 5),
                "first_s": round(first[m], 4), "edits_median_s": _pct(edits, 50),
                "edits_per_round": int(np.median(edit_counts)) if edit_counts else 0}
+        if m == "continual":
+            row["prox_steps"] = prox_steps
         if critical[m]:
             row["critical_path_median_s"] = _pct(critical[m], 50)
             row["critical_path_p99_s"] = _pct(critical[m], 99)
@@ -156,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shim", default="upgrade",
                     help="integer shim of every LP method, LP* included: the thesis's (thesis), then filling "
                          "jobs left without GPUs (fill), then also upgrading jobs into free GPUs (upgrade)")
+    ap.add_argument("--prox-steps", type=int, default=15,
+                    help="the continual method's proximal steps per round at most (default 15; 1-10000)")
     ap.add_argument("--quick", action="store_true", help="512 GPUs, 150 jobs, 4 rounds (seconds)")
     args = ap.parse_args(argv)
     if args.quick:
@@ -168,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                and int(m[4:]) >= 1)]
     if unknown:
         problems.append(f"--methods: unknown {', '.join(unknown)} (one of {', '.join(METHODS)}, or pop-K)")
+    if not 1 <= args.prox_steps <= 10_000:
+        problems.append(f"--prox-steps: {args.prox_steps} must be in 1-10000")
     if args.shim not in SHIMS:
         problems.append(f"--shim: unknown {args.shim} (one of {', '.join(SHIMS)})")
     if problems:
@@ -175,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     jobs = args.jobs if args.jobs is not None else int(0.3 * args.gpus)
     rows = run(args.gpus, jobs, args.rounds, args.churn, args.drift, methods, args.workers, args.seed,
-               args.shim)
+               args.shim, args.prox_steps)
     for r in rows:
         extra = (f", critical path p99 {r['critical_path_p99_s']:.3f}s" if "critical_path_p99_s" in r else "")
         print(f"{r['method']:>12} {r['gpus']} GPUs, {r['jobs_active']} jobs: median {r['median_s']:.3f}s, "

@@ -342,6 +342,16 @@ def test_continual_solver_with_shim_upgrade_gives_valid_decisions():
     assert d.allocations  # the free GPUs are used
 
 
+def test_prox_steps_tunable_reaches_the_continual_method_and_is_range_checked():
+    s = build_scheduler("sia", settings={"solver": "continual", "prox_steps": "200"})
+    s.attach_oracle(FakeEstimator(SPEED))
+    s.schedule(view([jv(spec(f"j{i}", num_gpus=8)) for i in range(3)]))
+    assert s.allocation._continual.method.prox_steps == 200
+    for bad in ("0", "-3", "100000"):
+        with pytest.raises(InputError, match="prox_steps"):
+            build_scheduler("sia", settings={"solver": "continual", "prox_steps": bad})
+
+
 # -- registry --------------------------------------------------------------------------------------------
 def test_registered_preset_parses_tunables():
     s = build_scheduler("sia", settings={"p": "-1", "lambda_": "2", "tau": "on", "restart_factor": "off",

@@ -23,6 +23,7 @@ def test_quick_run_reports_every_method() -> None:
         assert r["objective_vs_lpstar"] > 0.8
     assert rows[0]["objective_vs_lpstar"] == 1.0
     assert [r["shim"] for r in rows] == ["upgrade", "milp", "upgrade", "upgrade", "upgrade"]  # LP* shims as they do
+    assert rows[3]["prox_steps"] == 15 and "prox_steps" not in rows[0]
     pop = rows[1]
     assert 0 < pop["critical_path_p99_s"] <= pop["p99_s"]  # the slowest part cannot take longer than all parts
 
@@ -37,3 +38,15 @@ def test_bad_options_are_one_error_line() -> None:
     out = subprocess.run([sys.executable, str(SCRIPT), "--shim", "best"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == ["error: --shim: unknown best (one of thesis, fill, upgrade)"]
+    out = subprocess.run([sys.executable, str(SCRIPT), "--prox-steps", "0"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == ["error: --prox-steps: 0 must be in 1-10000"]
+
+
+def test_prox_steps_reach_the_continual_method_and_its_row() -> None:
+    out = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--methods", "continual", "--prox-steps", "40"],
+                         capture_output=True, text=True, timeout=300, check=True)
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [(r["method"], r["prox_steps"]) for r in rows] == [("continual", 40)]
+    assert rows[0]["objective_vs_lpstar"] > 0.99

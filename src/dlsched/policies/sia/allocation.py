@@ -129,6 +129,11 @@ class SiaAllocation(EstimatingAllocation):
     #: With the continual solvers: after the shim (and fill), move jobs to more valuable options that fit in
     #: the GPUs still free, best gain per added GPU first (not in the thesis; off follows its text).
     shim_upgrade: bool = False
+    #: With ``solver=continual``: proximal steps per round at most (the thesis gives no number; 15 keeps a
+    #: 25,600-GPU round under a second). A round that stops short leaves a move partly made and the next
+    #: round carries it on, so moves of small gain wait for later rounds where LP* makes them at once;
+    #: 200 solves each round's relaxation close to LP*'s optimum (docs/continual.md).
+    prox_steps: int = ranged(15, 1, 10_000)
     #: With the continual solvers: seconds a round's solve may take; past it the previous allocation,
     #: repaired for departures and arrivals, is used (``sia.fallback`` = 1 in the round's info). None: no limit.
     time_budget_s: float | None = ranged(None, 1e-3, 3600.0, parse=parse_budget)
@@ -367,8 +372,9 @@ class SiaAllocation(EstimatingAllocation):
             method = "milp" if problem.num_options <= self.milp_max_options else "incremental"
         if method in ("continual", "warm-simplex", "lagrangian", "lpstar") or pop_parts(method) is not None:
             if self._continual is None:
-                self._continual = ContinualAssignment(len(capacity), method, fill=self.shim_fill,
-                                                       upgrade=self.shim_upgrade)
+                self._continual = ContinualAssignment(
+                    len(capacity), method, fill=self.shim_fill, upgrade=self.shim_upgrade,
+                    prox_steps=self.prox_steps if method == "continual" else None)
             lo = np.searchsorted(opts.job_of, np.arange(problem.num_groups), side="left")
             hi = np.searchsorted(opts.job_of, np.arange(problem.num_groups), side="right")
             sigs = [np.stack([opts.type_idx[a:b], opts.gpus[a:b], opts.nodes[a:b]]).astype(np.int64).tobytes()
