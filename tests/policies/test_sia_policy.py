@@ -125,6 +125,19 @@ def test_restart_factor_eq_3_3():
     assert restart_factor(age_s=10.0, restarts=0, penalty_s=30.0) == 1.0  # younger than one restart
     assert restart_factor(1000.0, 2, 50.0) == pytest.approx((1000 - 100) / 1050)
     assert restart_factor(100.0, 5, 50.0) == 0.0  # clipped
+    # as the thesis writes it, a young job is discounted too: (10 - 0) / (10 + 30)
+    assert restart_factor(10.0, 0, 30.0, young_free=False) == pytest.approx(0.25)
+    assert restart_factor(1000.0, 2, 50.0, young_free=False) == restart_factor(1000.0, 2, 50.0)
+
+
+def test_restart_factor_tunable_text_discounts_young_jobs():
+    from dlsched.policies.registry import build_scheduler
+
+    artifact = build_scheduler("sia", settings={"restart_factor": "sia"})
+    text = build_scheduler("sia", settings={"restart_factor": "text"})
+    assert artifact.allocation.restart_factor == "sia" and text.allocation.restart_factor == "text"
+    with pytest.raises(ValueError, match="restart_factor"):
+        build_scheduler("sia", settings={"restart_factor": "young"})
 
 
 def test_option_values_follow_penalty_semantics():

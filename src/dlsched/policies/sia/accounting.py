@@ -23,9 +23,13 @@ from dlsched.core import ClusterView, JobView
 RESTART_PENALTY_S = {"deepspeech2": 25.0, "imagenet": 250.0, "cifar10": 30.0, "bert": 120.0, "yolov3": 45.0}
 
 
-def restart_factor(age_s: float, restarts: int, penalty_s: float) -> float:
-    """Eq. 3.3: ``(T - N S) / (T + S)``, clipped to [0, 1]; 1 while the job is younger than one restart."""
-    if age_s < penalty_s:
+def restart_factor(age_s: float, restarts: int, penalty_s: float, *, young_free: bool = True) -> float:
+    """Eq. 3.3: ``(T - N S) / (T + S)``, clipped to [0, 1].
+
+    ``young_free`` (the thesis's artifact): 1 while the job is younger than one restart, so a job changes
+    configuration without a discount in its first S seconds; the thesis's text has no such exception (a job of
+    age T < S is discounted to below one half)."""
+    if young_free and age_s < penalty_s:
         return 1.0
     return float(min(1.0, max(0.0, (age_s - restarts * penalty_s) / (age_s + penalty_s))))
 

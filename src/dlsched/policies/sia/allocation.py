@@ -107,7 +107,9 @@ class SiaAllocation(EstimatingAllocation):
     p: float = ranged(-0.5, -100.0, 100.0)
     #: Penalty for leaving a job without GPUs (default 1.1).
     lambda_: float = ranged(1.1, 0.0, 1000.0)
-    #: ``sia`` (eq. 3.3), ``off`` (no discount), or a fixed factor in (0, 1].
+    #: ``sia`` (eq. 3.3 as the thesis's artifact computes it: no discount while a job is younger than its
+    #: restart cost), ``text`` (eq. 3.3 as the thesis writes it, for every age), ``off`` (no discount), or a
+    #: fixed factor in (0, 1].
     restart_factor: str = "sia"
     #: Restart cost S_i assumed for models the estimator and the per-model table do not know (seconds).
     restart_penalty_s: float = ranged(30.0, 0.0, DAY_S, lo_open=True)
@@ -204,11 +206,12 @@ class SiaAllocation(EstimatingAllocation):
         rf = str(self.restart_factor).strip().lower()
         rf = {"on": "sia", "true": "sia", "eq3.3": "sia", "formula": "sia",
               "none": "off", "false": "off", "0": "off", "no": "off"}.get(rf, rf)
-        if rf not in ("sia", "off"):
+        if rf not in ("sia", "text", "off"):
             try:
                 v = float(rf)
             except ValueError:
-                raise ValueError(f"restart_factor must be 'sia', 'off' or a number in (0, 1], got '{rf}'") from None
+                raise ValueError(f"restart_factor must be 'sia', 'text', 'off' or a number in (0, 1], "
+                                 f"got '{rf}'") from None
             if not 0 < v <= 1:
                 raise ValueError(f"restart_factor must be in (0, 1], got {v}")
         self.restart_factor = rf
@@ -349,8 +352,9 @@ class SiaAllocation(EstimatingAllocation):
     def _restart_factor(self, job: JobView) -> float:
         if self.restart_factor == "off":
             return 1.0
-        if self.restart_factor == "sia":
-            return restart_factor(job.age_s, job.restarts, self._penalty_s(job))
+        if self.restart_factor in ("sia", "text"):
+            return restart_factor(job.age_s, job.restarts, self._penalty_s(job),
+                                  young_free=self.restart_factor == "sia")
         return float(self.restart_factor)
 
     def _explore(self, job: JobView, gtype: str) -> bool:
