@@ -61,7 +61,7 @@ experiments: $(STAMP)
 	$(PY) experiments/gimbal_e2e.py --seeds 6 --ablation-seeds 10 --workers $(WORKERS)
 	$(PY) experiments/gimbal_search.py
 	$(PY) experiments/hops_estimator.py --workloads 3 --workers $(WORKERS)
-	$(PY) experiments/hops_table4.py --workloads 1 --rows "Hops, no server layer;Hops (oracle throughputs);Sia;Gavel" --workers $(WORKERS)
+	$(PY) experiments/hops_table4.py --workloads 1 --workers $(WORKERS)
 	$(PY) experiments/hops_ftf.py --workloads 1 --workers $(WORKERS)
 	$(PY) benchmarks/coordination_time.py --rounds 20 --out experiments/results/coordination_time.json
 	$(PY) experiments/copter_table41.py --cluster copter-10k --jobs 5000 --hours 3 --json experiments/results/copter_table41_10k.json --workers $(WORKERS)

@@ -41,8 +41,8 @@ METRICS = [("makespan_s", "makespan (h)", 3600.0, "{:.2f}"), ("avg_jct_s", "avg 
 
 def tables(data: dict) -> dict[str, str]:
     """From ``experiments/results/hops_table4.json``: ``summary`` (mean ± std over the seeds per row, with
-    the paper's figure under each scheduler's name) and ``must_show`` (Hops against each baseline: the
-    ratios the issue asks for)."""
+    the paper's figure under each scheduler's name), ``must_show`` (Hops against each baseline: the
+    ratios the issue asks for) and ``shares`` (each part of Hops switched off, against the full Hops)."""
     records = sc.records_of(data)
     header, rows = sc.group_rows(records, metrics=METRICS)
     out = []
@@ -51,7 +51,7 @@ def tables(data: dict) -> dict[str, str]:
         paper = PAPER.get(row[0])
         if paper is not None:
             out.append([f"{row[0]}, paper", "-", *paper, *["-"] * (len(header) - 2 - len(paper))])
-    return {"summary": sc.table(header, out), "must_show": must_show(records)}
+    return {"summary": sc.table(header, out), "must_show": must_show(records), "shares": shares(records)}
 
 
 def must_show(records: list[dict | None]) -> str:
@@ -77,6 +77,45 @@ def must_show(records: list[dict | None]) -> str:
             rows.append([hops_tag, base, *cells, f"{jct:.0%}"])
     return sc.table(["Hops row", "baseline", "max LR, baseline / Hops", "fragments/round, baseline / Hops",
                      "Hops's avg JCT lower by"], rows)
+
+
+#: The rows that switch one part of Hops off, and the part each one names.
+ABLATIONS = (("Hops, no service window", "service window"),
+             ("Hops, no sensitivity adjustment", "sensitivity adjustment"),
+             ("Hops, one plan per round", "plans within a round"),
+             ("Hops, no server layer", "server layer"))
+
+
+def shares(records: list[dict | None]) -> str:
+    """Each part's share of Hops's gain: for every row that switches one part off, its makespan, average JCT,
+    largest latency ratio and fragments per round against the full Hops's (the difference in brackets), and
+    the share of Hops's average-JCT lead over each baseline the part accounts for, (row - Hops) / (baseline
+    - Hops); "-" where Hops has no lead."""
+    def mean_of(tag: str, key: str) -> float | None:
+        return sc.mean(r["summary"].get(key) for r in records if r is not None and r["spec"]["tag"] == tag)
+
+    keys = (("makespan_s", 3600.0), ("avg_jct_s", 3600.0), ("latency_ratio_max", 1.0),
+            ("fragments_per_round", 1.0))
+    full = {k: mean_of("Hops", k) for k, _ in keys}
+    leads = {}
+    for base in ("Sia", "Gavel"):
+        got, mine = mean_of(base, "avg_jct_s"), full["avg_jct_s"]
+        leads[base] = got - mine if got is not None and mine is not None else None
+    rows = []
+    for tag, part in ABLATIONS:
+        row = {k: mean_of(tag, k) for k, _ in keys}
+        cells = []
+        for k, scale in keys:
+            h, m = full[k], row[k]
+            cells.append("-" if h is None or m is None else f"{m / scale:.2f} ({(m - h) / scale:+.2f})")
+        for lead in leads.values():
+            h, m = full["avg_jct_s"], row["avg_jct_s"]
+            ok = lead is not None and lead > 0 and h is not None and m is not None
+            cells.append(f"{(m - h) / lead:.1%}" if ok else "-")  # type: ignore[operator]
+        if row["avg_jct_s"] is not None:
+            rows.append([part, tag, *cells])
+    return sc.table(["part off", "row", "makespan (h)", "avg JCT (h)", "max LR", "fragments/round",
+                     "share of JCT lead over Sia", "share of JCT lead over Gavel"], rows)
 
 
 def main() -> None:

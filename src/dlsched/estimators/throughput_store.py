@@ -108,9 +108,12 @@ class ThroughputStore:
         self._entity: dict[tuple[str, int, str, int], tuple[float, int]] = {}
         #: job -> server -> GPU type, for the servers the entity layer has records of
         self._servers: dict[str, dict[int, str]] = {}
+        #: job -> its entity-layer keys (server, kind, key): a plan reads a job's records without a scan
+        self._entity_keys: dict[str, set[tuple[int, str, int]]] = {}
         for j, server, k, key, v, n, t in self._db.execute("SELECT * FROM entity"):
             self._entity[(j, server, k, key)] = (v, n)
             self._servers.setdefault(j, {})[server] = t
+            self._entity_keys.setdefault(j, set()).add((server, k, key))
         self._type: dict[tuple[str, str, str, int], tuple[float, int]] = {
             (j, t, k, key): (v, n) for j, t, k, key, v, n in self._db.execute("SELECT * FROM type_layer")}
         #: (job, GPU type) -> (sum, count) of every per-GPU throughput recorded there, any shape
@@ -155,6 +158,7 @@ class ThroughputStore:
             for server, _ in obs.servers:
                 self._add(self._entity, "entity", (job, int(server), kind, key), per_gpu, obs.gpu_type)
                 self._servers.setdefault(job, {})[int(server)] = obs.gpu_type
+                self._entity_keys.setdefault(job, set()).add((int(server), kind, key))
         if {"T_f", "T_b", "T_u", "params"} <= comps.keys() and (job, obs.gpu_type) not in self._components:
             pattern = int(pattern_of(comps, obs)) if pattern_of is not None else 1
             c = Components(obs.local_bsz, comps["T_f"], comps["T_b"], comps["T_u"], comps["params"], pattern)
@@ -205,17 +209,23 @@ class ThroughputStore:
         """Servers with a server-layer record of the job, and their GPU types."""
         return self._servers.get(job, {})
 
+    def distinct_records(self, job: str, tolerance: float) -> list[tuple[int, str, int, float, float]]:
+        """The job's server-layer records that differ from its type layer's by more than ``tolerance``
+        (relative to the larger): ``(server, kind, key, server's mean, type's mean)``, sorted. These are the answers by which
+        the estimator tells a server apart from its peers for the job; the others it answers as the type."""
+        out = []
+        for server, kind, key in self._entity_keys.get(job, ()):
+            total, n = self._entity[(job, server, kind, key)]
+            t_total, t_n = self._type[(job, self._servers[job][server], kind, key)]
+            mine, theirs = total / n, t_total / t_n
+            if abs(mine - theirs) > tolerance * max(mine, theirs):
+                out.append((server, kind, key, mine, theirs))
+        return sorted(out)
+
     def distinct_servers(self, job: str, tolerance: float) -> set[int]:
         """Servers where some server-layer throughput of the job differs from its type layer's by more than
-        ``tolerance`` (relative): the servers the estimator tells apart for the job."""
-        out = set()
-        for (j, server, kind, key), (total, n) in self._entity.items():
-            if j != job or server in out:
-                continue
-            t_total, t_n = self._type[(job, self._servers[job][server], kind, key)]
-            if abs(total / n - t_total / t_n) > tolerance * (t_total / t_n):
-                out.add(server)
-        return out
+        ``tolerance`` (relative to the larger): the servers the estimator tells apart for the job."""
+        return {server for server, *_ in self.distinct_records(job, tolerance)}
 
     def profiled_types(self, job: str) -> set[str]:
         return {t for j, t in self._components if j == job}

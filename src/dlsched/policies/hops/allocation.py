@@ -42,7 +42,7 @@ shape, nominal hosts; no profiling), for comparison.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -52,8 +52,15 @@ import scipy.sparse as sp
 from dlsched.core import ClusterView, JobView
 from dlsched.core.ranges import ranged
 from dlsched.estimators.hops_throughput import HopsThroughput
-from dlsched.estimators.throughput_store import ThroughputStore, check_location
-from dlsched.policies.hops.classes import ServerClasses, Signature, SignatureCatalog, class_rows, map_back
+from dlsched.estimators.throughput_store import AGGREGATED, DISTRIBUTED, ThroughputStore, check_location
+from dlsched.policies.hops.classes import (
+    Profile,
+    ServerClasses,
+    Signature,
+    SignatureCatalog,
+    class_rows,
+    map_back,
+)
 from dlsched.policies.hops.configs import Config, type_configs
 from dlsched.policies.hops.ordering import PRIORITIES
 from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan, ProfileRequest
@@ -62,8 +69,6 @@ from dlsched.solvers.multi_assignment import MultiResourceProblem, solve_multi_a
 #: Where throughputs come from: section 3.5's estimator and its store, or the simulator's truth.
 THROUGHPUT_SOURCES = ("estimator", "oracle")
 
-#: Relative difference from the type layer above which a server's records tell it apart from its peers.
-_DISTINCT = 0.01
 #: Ways to solve the ILP over server classes (the ``solver`` tunable).
 SOLVERS = ("auto", "lp-round", "milp")
 
@@ -161,6 +166,10 @@ class HopsAllocation(EstimatingAllocation):
     #: Solve over server classes (type, size, host, idle GPUs) and map the plan back onto servers
     #: (:mod:`dlsched.policies.hops.classes`); off: the exact ILP with one option per server.
     server_classes: bool = True
+    #: Relative difference between two servers' estimates (server entity layer) below which the planner
+    #: keeps them in one class: the gap ``round_gap`` already lets a plan be below its bound, so telling
+    #: servers apart more finely cannot change which plans are accepted; 0: only equal estimates merge.
+    server_tolerance: float = ranged(0.01, 0.0, 1.0)
     #: How the ILP over server classes is solved: ``lp-round`` (its LP relaxation rounded down and filled
     #: greedily: a few tens of ms), ``milp`` (branch and bound to ``mip_rel_gap``, starting from the rounded
     #: plan), or ``auto``: the rounded plan when it is within ``round_gap`` of the LP bound, else the MILP
@@ -316,11 +325,10 @@ class HopsAllocation(EstimatingAllocation):
 
     def _plan(self, view: ClusterView, window: list[JobView], prios: np.ndarray, idle: np.ndarray) -> Plan:
         """The priority-weighted ILP (eqs. 11-13) of ``window`` over the ``idle`` GPUs of each server."""
-        # Server classes merge servers the planner cannot tell apart; once the estimator's server layer tells
-        # some apart (their records differ from their type's), the exact ILP prices them one by one.
-        known = self._known_servers(window)
-        if self.server_classes and not known:
+        # Server classes merge servers the planner cannot tell apart (refined by the estimator's server layer)
+        if self.server_classes:
             return self._plan_classes(view, window, prios, idle)
+        known = self._known_servers(window)
         cluster = view.cluster
         weights = priority_weights(prios, self.lambda_fairness)
         group, values, cols, configs = [], [], [], []
@@ -374,7 +382,8 @@ class HopsAllocation(EstimatingAllocation):
         """The same ILP over server classes, mapped back onto servers (:mod:`dlsched.policies.hops.classes`)."""
         cluster = view.cluster
         weights = priority_weights(prios, self.lambda_fairness)
-        classes = ServerClasses.of(cluster, idle)
+        profiles = self._server_profiles(window)
+        classes = ServerClasses.of(cluster, idle, profiles, self.server_tolerance)
         catalog = SignatureCatalog(classes, cluster, idle)
         group: list[int] = []
         values: list[float] = []
@@ -399,6 +408,8 @@ class HopsAllocation(EstimatingAllocation):
             if not opts:
                 continue
             gains = self._shape_throughputs(job, [(t, len(g), sum(k for _, k in g)) for t, g in opts])
+            if profiles:
+                gains = _slowest_piece(classes, i, [g for _, g in opts], gains)
             keep = gains > 0
             if not keep.any():
                 continue
@@ -432,6 +443,7 @@ class HopsAllocation(EstimatingAllocation):
                                        num_nodes=len(servers), spread=spread))
         plan.info["hops.options"] = float(len(sigs))
         plan.info["hops.classes"] = float(classes.num_classes)
+        plan.info["hops.servers_told_apart"] = float(len(profiles))
         plan.info["hops.solve_s"] = result.solve_s
         plan.info["hops.objective"] = objective
         plan.info["hops.bound"] = result.bound
@@ -440,11 +452,24 @@ class HopsAllocation(EstimatingAllocation):
 
     def _known_servers(self, window: list[JobView]) -> set[int]:
         """Servers the estimator's server layer tells apart for a job of the window (none for the oracle):
-        their records differ from the type's by more than 1%."""
+        their records differ from the type's by more than ``server_tolerance``."""
         est = self.require_estimator()
         if not isinstance(est, HopsThroughput) or not est.server_layer:
             return set()
-        return {s for j in window for s in est.store.distinct_servers(j.job_id, _DISTINCT)}
+        return {s for j in window for s in est.store.distinct_servers(j.job_id, self.server_tolerance)}
+
+    def _server_profiles(self, window: list[JobView]) -> Mapping[int, Profile]:
+        """Per server the estimator tells apart for a job of the window: its answers that differ from the
+        type layer's by more than ``server_tolerance``, keyed (window index, layer kind, layer key), with
+        the server's and the type's per-GPU throughput (empty for the oracle or without the server layer)."""
+        est = self.require_estimator()
+        if not isinstance(est, HopsThroughput) or not est.server_layer:
+            return {}
+        out: dict[int, dict[Hashable, tuple[float, float]]] = {}
+        for i, j in enumerate(window):
+            for server, kind, key, mine, theirs in est.store.distinct_records(j.job_id, self.server_tolerance):
+                out.setdefault(server, {})[(i, kind, key)] = (mine, theirs)
+        return out
 
     def _shape_throughputs(self, job: JobView, shapes: list[tuple[str, int, int]]) -> np.ndarray:
         """The estimator's throughput of (type, servers, GPUs) shapes (one query per type)."""
@@ -476,6 +501,21 @@ class HopsAllocation(EstimatingAllocation):
             uniq, inverse = np.unique(shapes, axis=0, return_inverse=True)
             out[idx] = np.asarray(est.goodput_many(job, gtype, uniq))[inverse.ravel()]
         return out
+
+
+def _slowest_piece(classes: ServerClasses, job: int, sigs: list[Signature], gains: np.ndarray) -> np.ndarray:
+    """Throughputs of signatures for window job ``job`` from the type's (``gains``, samples/s) and the classes'
+    profiles: as the estimator prices a configuration, its slowest piece's per-GPU throughput times its GPUs,
+    a class answering with its profile where it has an answer for the job and as the type elsewhere."""
+    out = np.array(gains, dtype=float)
+    for o, sig in enumerate(sigs):
+        total = sum(k for _, k in sig)
+        kind, key = (AGGREGATED, total) if len(sig) == 1 else (DISTRIBUTED, len(sig))
+        answers = [classes.profile[c].get((job, kind, key)) for c, _ in sig]
+        if any(a is not None for a in answers):
+            type_per_gpu = out[o] / total
+            out[o] = min(type_per_gpu if a is None else a[0] for a in answers) * total
+    return out
 
 
 def _interchangeable(view: ClusterView, window: list[JobView], idle: np.ndarray,

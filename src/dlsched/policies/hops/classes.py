@@ -18,11 +18,23 @@ against the ILP's bound, the price of the mapping.
 Distributed signatures come from section 3.6's walk over the real servers in node order (job-independent:
 computed once per plan for each type and requirement), so a job is offered the same shapes as in the exact
 ILP; the mapping may put them on other servers of the same classes, which no job can tell apart.
+
+**Servers the estimator tells apart.** Once jobs have run, the estimator's server entity layer may answer
+differently for one server than for its peers (a job ran slower there, or was gated by a slower partner).
+Such servers are interchangeable no longer, so classes are refined by what the estimator says of them: each
+server carries a *profile*, its answers for the jobs of the plan that differ from the type layer's (per
+job and layer key: the server's per-GPU throughput and the type's), and a server joins a class only if its
+profile agrees with the class's first member (its *representative*) within a relative ``tolerance`` on
+every answer either of them has (a missing answer is the type's). Servers without records stay together,
+so where the estimates do not differ the classes, and the plan, are those above. The ILP prices a
+signature by its slowest piece, each class answering with its representative's profile, as the estimator
+prices a configuration by its slowest server; with ``tolerance = 0`` a class holds only servers with equal
+answers and the relaxation still bounds the exact ILP.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,38 +44,62 @@ from dlsched.core import Cluster
 from dlsched.policies.hops.configs import type_configs
 
 Signature = tuple[tuple[int, int], ...]  # (class id, GPUs on one server of it), class ids ascending
+#: A server's profile: per answer key (e.g. job, layer kind, layer key) its value and the type's value.
+Profile = Mapping[Hashable, tuple[float, float]]
+_NO_PROFILE: Profile = {}
+
+
+def profiles_agree(a: Profile, b: Profile, tolerance: float) -> bool:
+    """Whether two servers' answers agree within ``tolerance`` (relative to the larger) on every key either
+    has; a key one of them lacks is answered there by the type's value."""
+    for k in a.keys() | b.keys():
+        va = a[k][0] if k in a else b[k][1]
+        vb = b[k][0] if k in b else a[k][1]
+        if abs(va - vb) > tolerance * max(abs(va), abs(vb)):
+            return False
+    return True
 
 
 @dataclass
 class ServerClasses:
-    """Servers with idle GPUs grouped by (GPU type, size, host, idle GPUs)."""
+    """Servers with idle GPUs grouped by (GPU type, size, host, idle GPUs), refined by their profiles."""
 
     class_of: np.ndarray  # per node: class id, -1 for servers without idle GPUs
     members: list[list[int]]  # per class: node ids ascending
     free: list[int]  # per class: idle GPUs of each member
     gpu_type: list[str]
+    #: Per class: its profile (its first member's; empty: the estimator answers as for the type).
+    profile: list[Profile] = field(default_factory=list)
 
     @classmethod
-    def of(cls, cluster: Cluster, idle: np.ndarray) -> ServerClasses:
+    def of(cls, cluster: Cluster, idle: np.ndarray, profiles: Mapping[int, Profile] | None = None,
+           tolerance: float = 0.0) -> ServerClasses:
+        """Classes of the servers with idle GPUs; ``profiles`` (per node id, absent: empty) split servers the
+        estimator tells apart by more than ``tolerance`` (see the module docstring)."""
+        profiles = profiles or {}
         class_of = np.full(len(cluster.nodes), -1, dtype=np.int64)
-        index: dict[tuple[str, int, str, int], int] = {}
+        index: dict[tuple[str, int, str, int], list[int]] = {}
         members: list[list[int]] = []
         free: list[int] = []
         types: list[str] = []
+        reps: list[Profile] = []
         for node in cluster.nodes:
             f = int(idle[node.node_id])
             if f <= 0:
                 continue
-            key = (node.gpu_type, node.num_gpus, node.host, f)
-            if key not in index:
-                index[key] = len(members)
+            mine = profiles.get(node.node_id, _NO_PROFILE)
+            candidates = index.setdefault((node.gpu_type, node.num_gpus, node.host, f), [])
+            c = next((c for c in candidates if profiles_agree(mine, reps[c], tolerance)), -1)
+            if c < 0:
+                c = len(members)
+                candidates.append(c)
                 members.append([])
                 free.append(f)
                 types.append(node.gpu_type)
-            c = index[key]
+                reps.append(mine)
             class_of[node.node_id] = c
             members[c].append(node.node_id)
-        return cls(class_of, members, free, types)
+        return cls(class_of, members, free, types, reps)
 
     @property
     def num_classes(self) -> int:
