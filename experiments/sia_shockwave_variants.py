@@ -16,7 +16,18 @@ import sia_common as sc
 CLUSTER = "sia-homo-64"
 #: Thesis table 3.4: Shockwave+TJ's average JCT over Gavel+TJ's.
 THESIS_RATIO = 3.6 / 4.3
-EXTRA_METRICS = [("p50_jct_s", "p50 JCT (h)", 3600.0, "{:.2f}"), ("avg_wait_s", "wait (min)", 60.0, "{:.0f}")]
+EXTRA_METRICS = [("p50_jct_s", "p50 JCT (h)", 3600.0, "{:.2f}"), ("avg_wait_s", "wait (min)", 60.0, "{:.0f}"),
+                 ("idle_while_waiting", "idle GPUs while jobs wait", 1.0, "{:.1f}"),
+                 ("relaxed_share", "solves relaxed", 1.0, "{:.0%}")]
+
+
+def plan_stats(records) -> dict[str, float | None]:
+    """GPUs left idle in rounds where a job waits (mean over those rounds), and for Shockwave's sia-artifact
+    variant the share of its solves whose fairness constraints were infeasible (None when not reported)."""
+    waiting = [r.idle_gpus for r in records.rounds if r.queue_len > 0]
+    relaxed = [r.info["shockwave.relaxed"] for r in records.rounds if "shockwave.relaxed" in r.info]
+    return {"idle_while_waiting": sum(waiting) / len(waiting) if waiting else 0.0,
+            "relaxed_share": sum(relaxed) / len(relaxed) if relaxed else None}
 
 
 def variants() -> dict[str, dict[str, str]]:
@@ -33,9 +44,9 @@ def specs(workloads: int, jobs: int | None, calibrations: tuple[str, ...]) -> li
         for w in range(1, workloads + 1):
             trace = f"sia-philly:{w}"
             for name, settings in variants().items():
-                out.append(sc.spec("shockwave", CLUSTER, trace, settings=settings, jobs=jobs,
+                out.append(sc.spec("shockwave", CLUSTER, trace, settings=settings, jobs=jobs, extract=plan_stats,
                                    tag=f"Shockwave+TJ {name} [{cal}]", world={"calibration": cal}))
-            out.append(sc.spec("gavel", CLUSTER, trace, jobs=jobs, tag=f"Gavel+TJ [{cal}]",
+            out.append(sc.spec("gavel", CLUSTER, trace, jobs=jobs, tag=f"Gavel+TJ [{cal}]", extract=plan_stats,
                                world={"calibration": cal}))
     return out
 
