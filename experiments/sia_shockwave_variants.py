@@ -2,6 +2,7 @@
 
     python experiments/sia_shockwave_variants.py             # first 60 jobs of sia-philly:1@tuned, both worlds
     python experiments/sia_shockwave_variants.py --jobs 0    # the whole workload
+    python experiments/sia_shockwave_variants.py --jobs 0 --rows sia-artifact gavel   # some rows only
 
 On ``sia-homo-64`` with TunedJobs, under each world calibration: Shockwave's ``variant=paper`` (the
 default), ``variant=sia-artifact`` with the artifact script's window and log points
@@ -37,15 +38,23 @@ def variants() -> dict[str, dict[str, str]]:
     return {"paper": {}, "sia-artifact": dict(SCRIPT_SETTINGS)}
 
 
-def specs(workloads: int, jobs: int | None, calibrations: tuple[str, ...]) -> list[dict]:
+#: The rows: Shockwave's variants and Gavel+TJ.
+ROWS = ("paper", "sia-artifact", "gavel")
+
+
+def specs(workloads: int, jobs: int | None, calibrations: tuple[str, ...], rows: tuple[str, ...] = ROWS) -> list[dict]:
     """Every (calibration, workload, row); the calibration is named explicitly, so it is in the cache key."""
     out = []
     for cal in calibrations:
         for w in range(1, workloads + 1):
             trace = f"sia-philly:{w}"
             for name, settings in variants().items():
+                if name not in rows:
+                    continue
                 out.append(sc.spec("shockwave", CLUSTER, trace, settings=settings, jobs=jobs, extract=plan_stats,
                                    tag=f"Shockwave+TJ {name} [{cal}]", world={"calibration": cal}))
+            if "gavel" not in rows:
+                continue
             out.append(sc.spec("gavel", CLUSTER, trace, jobs=jobs, tag=f"Gavel+TJ [{cal}]", extract=plan_stats,
                                world={"calibration": cal}))
     return out
@@ -68,11 +77,12 @@ def main() -> None:
 
     p.add_argument("--calibration", nargs="+", choices=profile_names(), default=list(profile_names()),
                    help="world calibration profiles to run under (default: all)")
+    p.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS), help="rows to run (default: all)")
     args = p.parse_args()
     if args.jobs < 0:
         p.error("--jobs must be 0 (all) or more")
-    records = sc.run_all(specs(args.workloads, args.jobs or None, tuple(args.calibration)), workers=args.workers,
-                         force=args.force)
+    records = sc.run_all(specs(args.workloads, args.jobs or None, tuple(args.calibration), tuple(args.rows)),
+                         workers=args.workers, force=args.force)
     sc.finish("sia_shockwave_variants", args, records, tables)
 
 
