@@ -3,8 +3,11 @@
     python experiments/sia_table34.py --workloads 3
     python experiments/sia_table34.py --workloads 3 --calibration none sia-artifact
     python experiments/sia_table34.py --workloads 3 --policies shockwave themis
+    python experiments/sia_table34.py --workloads 3 --policies shockwave --shockwave-variant sia-artifact
 
 Each row names the world calibration profile it ran under (``--calibration``, default: every profile).
+``--shockwave-variant sia-artifact`` runs Shockwave as the thesis's artifact ported it (its row is named
+``Shockwave+TJ (sia-artifact)``; docs/fidelity.md, "Shockwave as the thesis ran it").
 """
 
 from __future__ import annotations
@@ -23,10 +26,30 @@ THESIS = {"sia": ("1.9", "18.1", "21.4", "8.4", "2.6"), "pollux": ("2.0", "19.3"
 EXTRA_METRICS = [("avg_wait_s", "wait (min)", 60.0, "{:.0f}"), ("contention_avg", "contention", 1.0, "{:.1f}")]
 
 
-def specs(n: int, calibrations: tuple[str, ...] = ("none",), policies: tuple[str, ...] = POLICIES) -> list[dict]:
+#: Shockwave's variants (``--shockwave-variant``); the default is the Shockwave paper's formulation.
+SHOCKWAVE_VARIANTS = ("paper", "sia-artifact")
+
+
+def _shockwave(variant: str) -> tuple[dict[str, str], str]:
+    """Settings and row-name suffix of a Shockwave variant (none for the paper's, so its cached runs stand)."""
+    if variant == "paper":
+        return {}, ""
+    from dlsched.policies.markets.shockwave_artifact import SCRIPT_SETTINGS
+
+    return dict(SCRIPT_SETTINGS), f" ({variant})"
+
+
+def specs(n: int, calibrations: tuple[str, ...] = ("none",), policies: tuple[str, ...] = POLICIES,
+          shockwave_variant: str = "paper") -> list[dict]:
     """Every (calibration, workload, policy); the calibration is named explicitly, so it is in the cache key."""
-    return [sc.spec(pol, CLUSTER, f"sia-philly:{w}", tag=f"{sc.NAMES[pol]} [{cal}]", world={"calibration": cal})
-            for cal in calibrations for w in range(1, n + 1) for pol in policies]
+    out = []
+    for cal in calibrations:
+        for w in range(1, n + 1):
+            for pol in policies:
+                settings, suffix = _shockwave(shockwave_variant) if pol == "shockwave" else ({}, "")
+                out.append(sc.spec(pol, CLUSTER, f"sia-philly:{w}", settings=settings,
+                                   tag=f"{sc.NAMES[pol]}{suffix} [{cal}]", world={"calibration": cal}))
+    return out
 
 
 def add_calibration_arg(p, policies: tuple[str, ...] = POLICIES) -> None:
@@ -46,7 +69,7 @@ def tables(data: dict) -> dict[str, str]:
     inv = {v: k for k, v in sc.NAMES.items()}
     header.append("thesis (avg / p99 / makespan / GPU-h / restarts)")
     for row in rows:
-        name = row[0].split(" [")[0]
+        name = row[0].split(" [")[0].split(" (")[0]
         row.append(" / ".join(THESIS[inv[name]]) if inv.get(name) in THESIS else "-")
 
     def ratio(a: str, b: str, i: int) -> float | None:
@@ -55,7 +78,9 @@ def tables(data: dict) -> dict[str, str]:
     calibrations = dict.fromkeys(r["spec"]["tag"].split(" [")[1].rstrip("]") for r in records if r is not None)
     pairs = {(f"Sia [{cal}]", f"{sc.NAMES[o]} [{cal}]"): (ratio("sia", o, 0), ratio("sia", o, 2), ratio("sia", o, 4))
              for cal in calibrations for o in ("pollux", "gavel")}
-    items = [(sc.NAMES[pol], sc.NAMES[pol], key, THESIS[pol][i]) for pol in THESIS
+    bases = dict.fromkeys(str(r["spec"]["tag"]).split(" [")[0] for r in records if r is not None)
+    items = [(base, base, key, THESIS[pol][i]) for pol in THESIS for base in bases
+             if base.split(" (")[0] == sc.NAMES[pol]
              for i, key in enumerate(("avg_jct_s", "p99_jct_s", "makespan_s", "gpu_hours_per_job", "restarts_per_job"))
              if THESIS[pol][i] != "-"]
     return {"table": sc.table(header, rows), "comparison": sc.comparison(records, pairs), "best": sc.best(records),
@@ -65,9 +90,11 @@ def tables(data: dict) -> dict[str, str]:
 def main() -> None:
     p = sc.parser(__doc__.splitlines()[0], default_workloads=3, name="sia_table34")
     add_calibration_arg(p)
+    p.add_argument("--shockwave-variant", choices=SHOCKWAVE_VARIANTS, default="paper",
+                   help="Shockwave's formulation: the paper's (default) or the Sia artifact's port")
     args = p.parse_args()
-    records = sc.run_all(specs(args.workloads, tuple(args.calibration), tuple(args.policies)), workers=args.workers,
-                         force=args.force)
+    records = sc.run_all(specs(args.workloads, tuple(args.calibration), tuple(args.policies),
+                               args.shockwave_variant), workers=args.workers, force=args.force)
     sc.finish("sia_table34", args, records, tables)
 
 

@@ -14,6 +14,11 @@ from dlsched.policies import build_scheduler
 from dlsched.policies.markets import partial_allocation, plan_window, solve_auction
 from dlsched.policies.markets.lease import job_estimates
 from dlsched.policies.markets.shockwave import feasible_start, fill_rounds
+from dlsched.policies.markets.shockwave_artifact import (
+    momentum_average,
+    plan_window_artifact,
+    work_conserving_fill,
+)
 from testkit import small_cluster
 
 FOUR = small_cluster((("t4", 1, 4),))  # one node of 4 GPUs
@@ -284,3 +289,105 @@ def test_presets_list_their_round_and_tunables_with_ranges():
     assert themis["tunables"]["allocation.fairness_knob"] == 0.8
     assert shockwave["tunables"]["allocation.window_rounds"] == 20
     assert shockwave["stages"]["allocation"]["ranges"]["window_rounds"] == "[1, 500]"
+
+
+# -- Shockwave, the Sia artifact's port (variant=sia-artifact) ------------------------------------------
+ARTIFACT = dict(round_s=360.0, rho_max=1.0, log_bases=(0.2, 0.4, 0.6, 0.8, 1.0), log_origin=1e-6,
+                makespan_k=1e-9, priority_power=12.0, finish_power=100.0)
+
+
+def test_fair_finish_time_is_the_time_weighted_average_moved_towards_the_newest_value():
+    assert momentum_average([(0.0, 100.0)], 0.0) == pytest.approx(100.0)
+    # 100 stood 600 s, 200 stood 600 s: average 150, then 10% of the way to 200
+    assert momentum_average([(0.0, 100.0), (600.0, 200.0)], 1200.0) == pytest.approx(155.0)
+    # the newest value, recorded now, has stood for no time: it counts only through the momentum
+    assert momentum_average([(0.0, 100.0), (600.0, 200.0)], 600.0) == pytest.approx(0.9 * 100.0 + 0.1 * 200.0)
+
+
+def test_artifact_fairness_is_a_hard_constraint():
+    # Two 4-GPU jobs on 4 GPUs, two rounds. B has no progress, so log welfare wants B in both rounds; A's fair
+    # finish time (3650 s) is met only if A runs in both (720 + 7200 * (1 - 0.6) = 3600 s, one round 3960 s).
+    a = job("A", 4, age=0.0, estimate=7200.0, served=3600.0, progress=0.5)
+    b = job("B", 4, age=0.0, estimate=3600.0)
+    est = job_estimates([a, b], 4)
+    plan = plan_window_artifact(est, 4, np.array([3650.0, 1e9]), window_rounds=2, **ARTIFACT)
+    assert not plan.relaxed
+    assert plan.run.tolist() == [[True, True], [False, False]]
+    loose = plan_window_artifact(est, 4, np.array([1e9, 1e9]), window_rounds=2, **ARTIFACT)
+    assert not loose.relaxed
+    assert loose.run.tolist() == [[False, False], [True, True]]
+
+
+def test_artifact_infeasible_fairness_falls_back_to_priorities_and_ranks_a_finishing_job_first():
+    # Neither job can meet its fair finish time: X (rho 1.1) can finish within a round, so its priority is
+    # 1.1^100 = 1.4e4; Y (rho 1.5) gets 1.5^12 = 130. Ranked, X runs first. With the exponent 12 for X as well
+    # (1.1^12 = 3.1), moving Y's four rounds later costs more than X waiting: Y runs first.
+    x = job("X", 4, age=800.0, estimate=300.0)
+    y = job("Y", 4, age=1800.0, estimate=3600.0)
+    est = job_estimates([x, y], 4)
+    fair = np.array([1000.0, 3600.0])
+    plan = plan_window_artifact(est, 4, fair, window_rounds=5, **ARTIFACT)
+    assert plan.relaxed
+    assert plan.priority == pytest.approx([1.1 ** 100, 1.5 ** 12], rel=1e-6)
+    assert plan.run.sum(axis=1).tolist() == [1, 4]
+    assert plan.run[:, 0].tolist() == [True, False]
+    flat = plan_window_artifact(est, 4, fair, window_rounds=5, **{**ARTIFACT, "finish_power": 12.0})
+    assert flat.run[:, 0].tolist() == [False, True]
+
+
+def test_artifact_makespan_term_is_k_times_the_largest_remaining_time():
+    # One 4-GPU round for one of two new jobs: B (1 h) gains ten times A's (10 h) progress, so welfare runs B;
+    # only running A lowers the largest remaining time after the window, which a large k rewards.
+    a = job("A", 4, age=0.0, estimate=36000.0)
+    b = job("B", 4, age=0.0, estimate=3600.0)
+    est = job_estimates([a, b], 4)
+    fair = np.array([1e9, 1e9])
+    assert plan_window_artifact(est, 4, fair, window_rounds=1, **ARTIFACT).run[:, 0].tolist() == [False, True]
+    heavy = plan_window_artifact(est, 4, fair, window_rounds=1, **{**ARTIFACT, "makespan_k": 1.0})
+    assert heavy.run[:, 0].tolist() == [True, False]
+
+
+def test_work_conserving_fill_gives_idle_gpus_to_the_longest_remaining_job_that_fits():
+    gpus = np.array([2.0, 1.0, 1.0, 4.0])
+    remaining = np.array([100.0, 500.0, 900.0, 5000.0])
+    # job 0 planned on 4 GPUs: 2 idle. Job 3 (longest) does not fit; job 2 (900 s) then job 1 (500 s) do.
+    filled = work_conserving_fill(np.array([True, False, False, False]), gpus, 4, remaining)
+    assert filled.tolist() == [True, True, True, False]
+    # one idle GPU: only the longer of the two 1-GPU jobs gets it
+    filled = work_conserving_fill(np.array([True, False, False, False]), gpus, 3, remaining)
+    assert filled.tolist() == [True, False, True, False]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_work_conserving_fill_keeps_the_plan_fits_and_leaves_no_gpu_a_waiting_job_could_use(data):
+    n = data.draw(st.integers(1, 8))
+    cap = data.draw(st.integers(1, 8))
+    gpus = np.array(data.draw(st.lists(st.integers(1, 8), min_size=n, max_size=n)), dtype=float)
+    remaining = np.array(data.draw(st.lists(st.floats(1.0, 1e5), min_size=n, max_size=n)))
+    planned = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    planned &= np.cumsum(np.where(planned, gpus, 0.0)) <= cap  # a plan that fits
+    filled = work_conserving_fill(planned, gpus, cap, remaining)
+    left = cap - gpus[filled].sum()
+    assert left >= -1e-9
+    assert (filled >= planned).all()
+    assert all(gpus[j] > left for j in range(n) if not filled[j])
+    added = filled & ~planned
+    # a job left out never has a longer remaining time than a job added, unless it did not fit when its turn came
+    for j in np.flatnonzero(~filled):
+        for k in np.flatnonzero(added):
+            assert remaining[j] <= remaining[k] or gpus[j] > gpus[k]
+
+
+def test_artifact_variant_re_solves_every_round_and_fills_the_cluster():
+    jobs = _random_small_jobs(8, (1, 2, 4), seed=5)
+    sched = build_scheduler("shockwave", settings={"variant": "sia-artifact", "window_rounds": "5"})
+    for t in range(3):
+        decision = sched.schedule(view(jobs, 360.0 * t))
+        used = sum(len(a.placement) for a in decision.allocations.values())
+        waiting = [j for j in jobs if j.job_id not in running(decision)]
+        assert used == 4 or all(j.spec.num_gpus > 4 - used for j in waiting)
+    assert len(sched.allocation.solve_s) == 3  # unchanged jobs, yet a solve every round
+    assert "variant=sia-artifact" in sched.allocation.describe()
+    with pytest.raises(InputError, match="variant"):
+        build_scheduler("shockwave", settings={"variant": "gurobi"})

@@ -5,7 +5,9 @@ and Shockwave"), and both are heterogeneity-unaware: demands leave the GPU type 
 with TunedJobs (``--trace sia-philly:1@tuned``) as the thesis does. ``--set`` keys: for ``themis``
 ``lease_s``, ``fairness_knob`` (f, 0.8), ``partial_allocation``; for ``shockwave`` ``lease_s``,
 ``window_rounds``, ``ftf_weight``, ``makespan_weight``, ``rho_max``, ``log_bases``, ``mip_gap``,
-``node_limit``, ``time_limit_s``, ``warm_start``.
+``node_limit``, ``time_limit_s``, ``warm_start``, ``variant`` (``paper``, the default, or ``sia-artifact``, the
+port the Sia thesis ran) and that variant's ``log_origin``, ``makespan_k``, ``priority_power``,
+``finish_power``.
 """
 
 from __future__ import annotations

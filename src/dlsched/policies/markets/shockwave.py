@@ -22,6 +22,13 @@ finished is still running (its estimate was short), or when the window is used u
 when, so among equal plans the busiest rounds come first and, within them, a tiny bonus (proportional to
 the job's current rho) runs the jobs whose fairness is worst first.
 
+Variants. ``variant=paper`` (the default) is the formulation above, from the Shockwave paper's text.
+``variant=sia-artifact`` is the port the Sia thesis ran (its artifact's ``sia-simulator/shockwave.py``):
+fairness as hard constraints with a priority-weighted fallback, the largest remaining time as the makespan
+term, a re-solve every round and a work-conserving fill of idle GPUs (:mod:`.shockwave_artifact` lists each
+difference). Its own tunables: ``log_origin``, ``makespan_k``, ``priority_power``, ``finish_power``; it
+ignores ``ftf_weight``, ``makespan_weight`` and ``warm_start``.
+
 Dynamic adaptation. Shockwave predicts how a job's epoch duration changes as its batch size changes
 (regimes fitted from the job's history) and plans with those predictions. The jobs it runs here are
 TunedJobs, rigid, whose batch size does not change, so ``delta_j`` comes from the job's current estimate
@@ -39,12 +46,20 @@ import scipy.sparse as sp
 from dlsched.core import ClusterView, InputError, JobView
 from dlsched.core.ranges import DAY_S, ranged
 from dlsched.policies.markets.lease import JobEstimates, LeaseAllocation, job_estimates
+from dlsched.policies.markets.shockwave_artifact import (
+    fair_value,
+    momentum_average,
+    plan_window_artifact,
+    work_conserving_fill,
+)
 from dlsched.policies.stages import Plan
 from dlsched.solvers.highs import SparseProblem, solve_sparse
 
 #: Weight of running earlier within the window, times GPUs and current rho (a tie-breaker, far below any
 #: objective term).
 _EARLY = 1e-6
+#: The formulations ``variant`` selects (module docstring).
+VARIANTS = ("paper", "sia-artifact")
 
 
 def _parse_bases(raw: str, key: str) -> tuple[float, ...]:
@@ -224,10 +239,26 @@ class ShockwaveAllocation(LeaseAllocation):
     #: Start each re-plan from the rest of the previous plan (an incumbent for branch and bound); "false"
     #: solves every plan from scratch.
     warm_start: bool = True
+    #: ``paper`` (the Shockwave paper's formulation) or ``sia-artifact`` (the port the Sia thesis ran).
+    variant: str = "paper"
+    #: sia-artifact: the progress whose log stands for progress 0 in the log's interpolation (the artifact's
+    #: 1e-6).
+    log_origin: float = ranged(1e-6, 0.0, 0.5, lo_open=True)
+    #: sia-artifact: weight per second of the largest remaining time after the window (the artifact's 1e-9).
+    makespan_k: float = ranged(1e-9, 0.0, 1e6)
+    #: sia-artifact: exponent lambda of an unfair job's priority rho^lambda when the fairness constraints are
+    #: infeasible (the artifact's 12).
+    priority_power: float = ranged(12.0, 0.0, 1000.0)
+    #: sia-artifact: the exponent instead for a job that can finish within a round (the artifact's 100).
+    finish_power: float = ranged(100.0, 0.0, 1000.0)
     name: str = "shockwave"
 
     def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"unknown variant '{self.variant}' (one of: {', '.join(VARIANTS)})")
         super().__post_init__()
+        self._fair_series: dict[str, list[tuple[float, float]]] = {}
+        self.relaxed_solves = 0
         self.plan_jobs: list[str] = []
         self.plan_run = np.zeros((0, 0), dtype=bool)
         self._plan_finishes = np.zeros(0, dtype=bool)
@@ -255,11 +286,17 @@ class ShockwaveAllocation(LeaseAllocation):
         return out
 
     def describe(self) -> str:
+        if self.variant == "sia-artifact":
+            return (f"{self.name} (variant=sia-artifact, lease_s={self.lease_s:g}, window_rounds={self.window_rounds}, "
+                    f"rho_max={self.rho_max:g}, makespan_k={self.makespan_k:g}, "
+                    f"priority_power={self.priority_power:g}, finish_power={self.finish_power:g})")
         return (f"{self.name} (lease_s={self.lease_s:g}, window_rounds={self.window_rounds}, "
                 f"ftf_weight={self.ftf_weight:g}, makespan_weight={self.makespan_weight:g}, "
                 f"rho_max={self.rho_max:g})")
 
     def decide(self, view: ClusterView, jobs: list[JobView], capacity: int, plan: Plan) -> list[str]:
+        if self.variant == "sia-artifact":
+            return self._decide_artifact(view, jobs, capacity, plan)
         ids = [j.job_id for j in jobs]
         if ids != self.plan_jobs or self._plan_round >= self.plan_run.shape[1] or self._outlived(ids):
             est = job_estimates(jobs, capacity)
@@ -275,6 +312,34 @@ class ShockwaveAllocation(LeaseAllocation):
             plan.info["shockwave.nodes"] = float(solved.nodes)
         column = self.plan_run[:, self._plan_round]
         self._plan_round += 1
+        chosen, left = [], capacity
+        for i in np.flatnonzero(column):  # the MILP's rounds fit; this only guards against its tolerances
+            if jobs[i].spec.num_gpus <= left:
+                chosen.append(jobs[i].job_id)
+                left -= jobs[i].spec.num_gpus
+        return chosen
+
+    def _decide_artifact(self, view: ClusterView, jobs: list[JobView], capacity: int, plan: Plan) -> list[str]:
+        """The sia-artifact variant: record each job's fair-finish value, solve a fresh plan, run its first
+        round and give the GPUs it leaves idle to the unplanned jobs with the longest remaining time."""
+        ids = {j.job_id for j in jobs}
+        for gone in [k for k in self._fair_series if k not in ids]:
+            del self._fair_series[gone]
+        est = job_estimates(jobs, capacity)
+        for j, value in zip(jobs, fair_value(est, capacity), strict=True):
+            self._fair_series.setdefault(j.job_id, []).append((view.time_s, float(value)))
+        fair = np.array([momentum_average(self._fair_series[j.job_id], view.time_s) for j in jobs])
+        solved = plan_window_artifact(est, capacity, fair, round_s=self.lease_s, window_rounds=self.window_rounds,
+                                      rho_max=self.rho_max, log_bases=self.log_bases, log_origin=self.log_origin,
+                                      makespan_k=self.makespan_k, priority_power=self.priority_power,
+                                      finish_power=self.finish_power, mip_gap=self.mip_gap,
+                                      time_limit_s=self.time_limit_s, node_limit=self.node_limit)
+        self.solve_s.append(solved.solve_s)
+        self.relaxed_solves += int(solved.relaxed)
+        plan.info["shockwave.solve_s"] = solved.solve_s
+        plan.info["shockwave.nodes"] = float(solved.nodes)
+        plan.info["shockwave.relaxed"] = float(solved.relaxed)
+        column = work_conserving_fill(solved.run[:, 0], est.gpus, capacity, est.remaining_s)
         chosen, left = [], capacity
         for i in np.flatnonzero(column):  # the MILP's rounds fit; this only guards against its tolerances
             if jobs[i].spec.num_gpus <= left:
