@@ -107,10 +107,11 @@ class SiaAllocation(EstimatingAllocation):
     p: float = ranged(-0.5, -100.0, 100.0)
     #: Penalty for leaving a job without GPUs (default 1.1).
     lambda_: float = ranged(1.1, 0.0, 1000.0)
-    #: ``sia`` (eq. 3.3 as the thesis's artifact computes it: no discount while a job is younger than its
-    #: restart cost), ``text`` (eq. 3.3 as the thesis writes it, for every age), ``off`` (no discount), or a
-    #: fixed factor in (0, 1].
-    restart_factor: str = "sia"
+    #: ``text`` (default: eq. 3.3 as the thesis writes it, for every age), ``sia`` (eq. 3.3 as the thesis's
+    #: artifact computes it: no discount while a job is younger than its restart cost), ``off`` (no
+    #: discount), or a fixed factor in (0, 1]. ``text`` and ``sia`` gave identical runs on sia-homo-64 and
+    #: sia-hetero-64 (sia-philly:1 and 2): a job is older than S by the time it could change configuration.
+    restart_factor: str = "text"
     #: Restart cost S_i assumed for models the estimator and the per-model table do not know (seconds).
     restart_penalty_s: float = ranged(30.0, 0.0, DAY_S, lo_open=True)
     #: Window of the time-varying no-allocation penalty (seconds); None disables it (section 3.5.6).
