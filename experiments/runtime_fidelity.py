@@ -100,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--reuse-real", action="store_true",
                         help="refit and resimulate the real runs recorded in the result file (--out)")
+    parser.add_argument("--fit-scope", choices=("pooled", "per-run"), default="per-run",
+                        help="each policy's world fitted to its own real run (per-run: the shared machine's load "
+                             "during that run is part of its world) or one world to every run (pooled)")
     parser.add_argument("--overhead", choices=("fixed", "stretch"), default="fixed",
                         help="how the runtime's per-round costs enter the fitted world (dlsched.runtime.fit)")
     parser.add_argument("--out", type=Path, default=OUT)
@@ -134,9 +137,9 @@ def main(argv: list[str] | None = None) -> int:
                 args.out.write_text(json.dumps({**real_made_by, "experiment": "runtime_fidelity", "scale": scale,
                                                 "trace": trace, "real": real, "real_provenance": real_made_by},
                                                indent=1) + "\n")
-    # one world from every real run's reports; a policy whose real run is missing is simulated only
+    # worlds from the real runs' reports; a policy whose real run is missing is simulated only
     fitted = fit_and_simulate(trace, {p: real[p] for p in policies if p in real}, policies, ROUND_S,
-                              overhead_mode=args.overhead)
+                              overhead_mode=args.overhead, fit_scope=args.fit_scope)
     configs = [fitted["simulated"][p]["config"] for p in policies]
     result: dict[str, Any] = {**provenance(configs), "experiment": "runtime_fidelity", "scale": scale,
                               "round_s": ROUND_S, "target": TARGET, "trace": trace, "real": real,
@@ -183,6 +186,15 @@ def tables(data: dict[str, Any]) -> dict[str, str]:
         fitted.append(f"Per-round costs as fixed times (first round / every later round, median time held "
                       f"without stepping): {overhead}; simulated rounds of {data['sim_round_s']:.1f} s, the real "
                       f"runs' average.")
+    scope = data.get("fit_scope", "pooled")
+    if scope == "per-run":
+        own = "; ".join(f"{p}'s run: " + ", ".join(f"{t} {f:.2f}" for t, f in sorted(
+            prof["fit"]["type_factor"].items(), key=lambda kv: kv[1])) for p, prof in data["profiles_per_run"].items())
+        fitted.append(f"Each policy is simulated in a world fitted to its own run's reports (`--fit-scope per-run`); "
+                      f"the figures above are of the world fitted to all runs together. Time factors per GPU type "
+                      f"fitted to each run alone: {own}.")
+    else:
+        fitted.append("Every policy is simulated in the one world fitted to all runs (`--fit-scope pooled`).")
     return {"comparison": "\n".join(lines), "fit": "\n".join(fitted)}
 
 

@@ -222,3 +222,28 @@ def test_a_missing_profiles_file_stops_the_run_before_it_starts(tmp_path):
                        world={"profiles": str(tmp_path / "missing.json")})
     with pytest.raises(InputError, match="cannot read"):
         simulate(config)
+
+
+def _slowed(run: dict, by: float) -> dict:
+    """The same run on a machine ``by`` times busier: every reported step time scaled."""
+    obs = {j: [{**o, "step_time_s": o["step_time_s"] * by} for o in v] for j, v in run["throughput_obs"].items()}
+    return {**run, "throughput_obs": obs}
+
+
+def test_per_run_scope_simulates_each_policy_in_the_world_of_its_own_run():
+    """Two runs made under different loads: pooled, both policies share one world; per run, each policy's
+    world has its own run's step times (the busier run's twice as long), and the pooled one is in between."""
+    real = {"fifo": _run(), "srtf": _slowed(_run(), 2.0)}
+    per_run = fit_and_simulate({"jobs": JOBS}, real, ["fifo", "srtf"], 20.0, fit_scope="per-run")
+    pooled = fit_and_simulate({"jobs": JOBS}, real, ["fifo", "srtf"], 20.0)
+    assert pooled["fit_scope"] == "pooled" and pooled["profiles_per_run"] == {}
+
+    def a100_step(profiles: dict) -> float:
+        p = profiles["models"][model_name("a")]["step_time"]["a100"]
+        return p["alpha_c"] + p["beta_c"] * 32
+
+    own = per_run["profiles_per_run"]
+    assert a100_step(own["srtf"]) == pytest.approx(2.0 * a100_step(own["fifo"]), rel=1e-3)
+    assert a100_step(own["fifo"]) < a100_step(pooled["profiles"]) < a100_step(own["srtf"])
+    with pytest.raises(InputError, match="fit scope"):
+        fit_and_simulate({"jobs": JOBS}, real, ["fifo"], 20.0, fit_scope="everything")

@@ -118,6 +118,9 @@ def fit_step_times(obs: Mapping[str, list[dict]]) -> tuple[dict[str, dict[str, f
     return params, {t: float(factor[types.index(t)]) for t in types}, {"reference_type": ref, "models": quality}
 
 
+#: Which real runs a simulated policy's world is fitted to (see :func:`fit_and_simulate`).
+FIT_SCOPES = ("pooled", "per-run")
+
 #: How the runtime's per-round costs enter the fitted world (see the module docstring).
 OVERHEAD_MODES = ("fixed", "stretch")
 
@@ -275,21 +278,29 @@ def simulate_fitted(jobs: Sequence[Mapping[str, Any]], profiles: Mapping[str, An
 
 def fit_and_simulate(trace: Mapping[str, Any], real: Mapping[str, Mapping[str, Any]], policies: Sequence[str],
                      round_s: float, *, profile_batches: int = 3, profile_steps: int = 2,
-                     overhead_mode: str = "fixed") -> dict[str, Any]:
-    """Fit one world to every real run's reports, simulate the trace under each policy in it and compare
+                     overhead_mode: str = "fixed", fit_scope: str = "pooled") -> dict[str, Any]:
+    """Fit a world to the real runs' reports, simulate the trace under each policy in it and compare
     average JCT and makespan with the real runs (a policy without a real run is simulated only: its row has
     no real value). ``round_s`` is the runtime's nominal round; under ``overhead_mode="fixed"`` the
-    simulated round is the real runs' average (``sim_round_s`` in the result)."""
+    simulated round is the real runs' average (``sim_round_s`` in the result).
+
+    ``fit_scope``: ``pooled`` fits one world to every run's reports; ``per-run`` simulates each policy in a
+    world fitted to its own run's reports only (the machine as it was during that run: on a shared machine
+    two runs may see different loads), falling back to the pooled world for a policy without a real run."""
+    if fit_scope not in FIT_SCOPES:
+        raise InputError(f"unknown fit scope '{fit_scope}' (known: {', '.join(FIT_SCOPES)})", field="fit_scope")
     jobs = trace["jobs"]
     profiles = fit_profiles(jobs, list(real.values()), overhead_mode)
     if overhead_mode == "fixed":
         round_s = mean_round_s(list(real.values()), round_s)
+    own = {p: fit_profiles(jobs, [real[p]], overhead_mode) for p in policies if p in real} \
+        if fit_scope == "per-run" else {}
     simulated: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="dlsched-fit-") as tmp:
         for policy in policies:
             folder = Path(tmp) / policy
             folder.mkdir()
-            simulated[policy] = simulate_fitted(jobs, profiles, policy, round_s, folder,
+            simulated[policy] = simulate_fitted(jobs, own.get(policy, profiles), policy, round_s, folder,
                                                 profile_batches=profile_batches, profile_steps=profile_steps)
     rows = []
     for policy in policies:
@@ -303,4 +314,5 @@ def fit_and_simulate(trace: Mapping[str, Any], real: Mapping[str, Mapping[str, A
         # the profiles file was temporary; its models are recorded with the result
         sim["config"]["world"]["profiles"] = "the fitted profiles recorded with this result"
 
-    return {"profiles": profiles, "simulated": simulated, "comparison": rows, "sim_round_s": round_s}
+    return {"profiles": profiles, "simulated": simulated, "comparison": rows, "sim_round_s": round_s,
+            "fit_scope": fit_scope, "profiles_per_run": own}
