@@ -7,12 +7,12 @@ result file must name the commit that made it, and a cached run must be reused o
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
+
+from experiment_modules import import_experiments
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENTS = ROOT / "experiments"
@@ -22,16 +22,7 @@ RESULTS = EXPERIMENTS / "results"
 @pytest.fixture(scope="module")
 def gen():
     """experiments/make_results.py, imported without letting the experiment modules change the environment."""
-    saved = os.environ.get("DLSCHED_DATA")
-    sys.path.insert(0, str(EXPERIMENTS))
-    try:
-        import make_results
-        import sia_common  # noqa: F401  (sets DLSCHED_DATA when unset; undone below)
-    finally:
-        if saved is None:
-            os.environ.pop("DLSCHED_DATA", None)
-        else:
-            os.environ["DLSCHED_DATA"] = saved
+    make_results, _ = import_experiments("make_results", "sia_common")
     return make_results
 
 

@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
 import pytest
 
-EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+from experiment_modules import import_experiments
 
 
 @pytest.fixture(scope="module")
 def table34():
     """experiments/sia_table34.py, imported without letting it change the environment."""
-    saved = os.environ.get("DLSCHED_DATA")
-    sys.path.insert(0, str(EXPERIMENTS))
-    try:
-        import sia_table34
-    finally:
-        if saved is None:
-            os.environ.pop("DLSCHED_DATA", None)
-        else:
-            os.environ["DLSCHED_DATA"] = saved
+    (sia_table34,) = import_experiments("sia_table34")
     return sia_table34
 
 

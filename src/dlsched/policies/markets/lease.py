@@ -94,3 +94,15 @@ class LeaseAllocation(AllocationStage):
         plan.demands = [Demand(job=active[k], num_gpus=active[k].spec.num_gpus, batch_size=rigid_batch(active[k]),
                                pinned=not new_round) for k in self._leases]
         return plan
+
+
+def window_terms(est: JobEstimates, round_s: float, window_rounds: int
+                 ) -> tuple[int, int, float, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What a plan over a window of rounds reads from the estimates: jobs ``n``, rounds ``R``, horizon ``H``
+    (seconds), each job's total run time, its progress so far, the progress one round adds, and the rounds it
+    still needs."""
+    n, R = len(est.jobs), window_rounds
+    total = np.maximum(est.total_s, 1e-9)
+    progress = np.clip(1.0 - est.remaining_s / total, 0.0, 1.0)
+    rounds_needed = np.ceil(np.maximum(est.remaining_s, 0.0) / round_s - 1e-9)
+    return n, R, R * round_s, total, progress, round_s / total, rounds_needed

@@ -45,7 +45,7 @@ import scipy.sparse as sp
 
 from dlsched.core import ClusterView, InputError, JobView
 from dlsched.core.ranges import DAY_S, ranged
-from dlsched.policies.markets.lease import JobEstimates, LeaseAllocation, job_estimates
+from dlsched.policies.markets.lease import JobEstimates, LeaseAllocation, job_estimates, window_terms
 from dlsched.policies.markets.shockwave_artifact import (
     fair_value,
     momentum_average,
@@ -93,12 +93,7 @@ def plan_window(est: JobEstimates, capacity: int, *, round_s: float, window_roun
     previous plan: it is made feasible (:func:`feasible_start`) and handed to the solver as its first
     incumbent, so a re-plan never ends worse than carrying on with the old plan, and prunes from the start.
     """
-    n, R = len(est.jobs), window_rounds
-    H = R * round_s
-    total = np.maximum(est.total_s, 1e-9)
-    progress = np.clip(1.0 - est.remaining_s / total, 0.0, 1.0)
-    delta = round_s / total
-    rounds_needed = np.ceil(np.maximum(est.remaining_s, 0.0) / round_s - 1e-9)
+    n, R, H, total, progress, delta, rounds_needed = window_terms(est, round_s, window_rounds)
     # columns: x (n*R, binary), P (n), u (n: log of P), s (n: rho excess)
     nx = n * R
     iP, iu, is_ = nx, nx + n, nx + 2 * n
@@ -312,12 +307,7 @@ class ShockwaveAllocation(LeaseAllocation):
             plan.info["shockwave.nodes"] = float(solved.nodes)
         column = self.plan_run[:, self._plan_round]
         self._plan_round += 1
-        chosen, left = [], capacity
-        for i in np.flatnonzero(column):  # the MILP's rounds fit; this only guards against its tolerances
-            if jobs[i].spec.num_gpus <= left:
-                chosen.append(jobs[i].job_id)
-                left -= jobs[i].spec.num_gpus
-        return chosen
+        return _fitting(jobs, column, capacity)
 
     def _decide_artifact(self, view: ClusterView, jobs: list[JobView], capacity: int, plan: Plan) -> list[str]:
         """The sia-artifact variant: record each job's fair-finish value, solve a fresh plan, run its first
@@ -340,9 +330,15 @@ class ShockwaveAllocation(LeaseAllocation):
         plan.info["shockwave.nodes"] = float(solved.nodes)
         plan.info["shockwave.relaxed"] = float(solved.relaxed)
         column = work_conserving_fill(solved.run[:, 0], est.gpus, capacity, est.remaining_s)
-        chosen, left = [], capacity
-        for i in np.flatnonzero(column):  # the MILP's rounds fit; this only guards against its tolerances
-            if jobs[i].spec.num_gpus <= left:
-                chosen.append(jobs[i].job_id)
-                left -= jobs[i].spec.num_gpus
-        return chosen
+        return _fitting(jobs, column, capacity)
+
+
+def _fitting(jobs: list[JobView], column: np.ndarray, capacity: int) -> list[str]:
+    """The jobs a plan's round runs, in job order, while their GPUs fit: the MILP's rounds fit, so this only
+    guards against its tolerances."""
+    chosen, left = [], capacity
+    for i in np.flatnonzero(column):
+        if jobs[i].spec.num_gpus <= left:
+            chosen.append(jobs[i].job_id)
+            left -= jobs[i].spec.num_gpus
+    return chosen

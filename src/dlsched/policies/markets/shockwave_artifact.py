@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from dlsched.policies.markets.lease import JobEstimates
+from dlsched.policies.markets.lease import JobEstimates, window_terms
 from dlsched.solvers.highs import SparseProblem, solve_sparse
 
 #: Weight of running earlier within the window, times GPUs and current rho (a tie-breaker among plans of equal
@@ -163,12 +163,7 @@ def plan_window_artifact(est: JobEstimates, capacity: int, fair_finish_s: np.nda
 
     ``fair_finish_s`` is each job's fair finish time (:func:`momentum_average` of its recorded values).
     """
-    n, R = len(est.jobs), window_rounds
-    H = R * round_s
-    total = np.maximum(est.total_s, 1e-9)
-    progress = np.clip(1.0 - est.remaining_s / total, 0.0, 1.0)
-    delta = round_s / total
-    rounds_needed = np.ceil(np.maximum(est.remaining_s, 0.0) / round_s - 1e-9)
+    n, R, H, total, progress, delta, rounds_needed = window_terms(est, round_s, window_rounds)
     share = uniform_share(capacity, n)
     rho_now = (est.age_s + est.remaining_s / share) / np.maximum(fair_finish_s, 1e-9)
     nx = n * R
