@@ -35,7 +35,7 @@ import time
 from collections.abc import Hashable
 
 import numpy as np
-from scale_policy_time import BLOCK, stream_problems
+from scale_policy_time import BLOCK, add_stream_arguments, stream_problems
 
 from dlsched.solvers.continual import LPStar, ProximalPoint
 from dlsched.solvers.differential import DifferentialAssignment
@@ -162,11 +162,7 @@ def tables(data: dict) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gpus", type=int, default=10_240, help="cluster size, a multiple of 256 (figure 4.6: 10k)")
-    ap.add_argument("--jobs", type=int, default=None, help="active jobs (default: 0.3 per GPU)")
-    ap.add_argument("--rounds", type=int, default=10, help="rounds measured after the cold first round")
-    ap.add_argument("--churn", type=float, default=0.03, help="fraction of jobs leaving (and arriving) per round")
-    ap.add_argument("--drift", type=float, default=0.05, help="fraction of jobs with new goodput per round")
+    add_stream_arguments(ap, gpus=10_240, rounds=10, gpus_help="cluster size, a multiple of 256 (figure 4.6: 10k)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="also write the measurements, with provenance, to this JSON file")
     args = ap.parse_args(argv)

@@ -130,6 +130,16 @@ def run(gpus: int, jobs: int, rounds: int, churn: float, drift: float, methods: 
     return rows
 
 
+def add_stream_arguments(ap: argparse.ArgumentParser, *, gpus: int, rounds: int, gpus_help: str) -> None:
+    """The options of a synthetic churn stream (its cluster, jobs, rounds, churn and drift), shared by the
+    benchmarks that replay one; :func:`stream_problems` checks them."""
+    ap.add_argument("--gpus", type=int, default=gpus, help=gpus_help)
+    ap.add_argument("--jobs", type=int, default=None, help="active jobs (default: 0.3 per GPU)")
+    ap.add_argument("--rounds", type=int, default=rounds, help="rounds measured after the cold first round")
+    ap.add_argument("--churn", type=float, default=0.03, help="fraction of jobs leaving (and arriving) per round")
+    ap.add_argument("--drift", type=float, default=0.05, help="fraction of jobs with new goodput per round")
+
+
 def stream_problems(args: argparse.Namespace) -> list[str]:
     """What is wrong with the churning problem's options (``--gpus``, ``--rounds``, ``--churn``, ``--drift``,
     ``--jobs``), one message each; shared by the benchmarks that solve it."""
@@ -147,11 +157,7 @@ def stream_problems(args: argparse.Namespace) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gpus", type=int, default=25_600, help="cluster size, a multiple of 256")
-    ap.add_argument("--jobs", type=int, default=None, help="active jobs (default: 0.3 per GPU)")
-    ap.add_argument("--rounds", type=int, default=30, help="rounds measured after the cold first round")
-    ap.add_argument("--churn", type=float, default=0.03, help="fraction of jobs leaving (and arriving) per round")
-    ap.add_argument("--drift", type=float, default=0.05, help="fraction of jobs with new goodput per round")
+    add_stream_arguments(ap, gpus=25_600, rounds=30, gpus_help="cluster size, a multiple of 256")
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated methods")
     ap.add_argument("--workers", type=int, default=2, help="worker processes for POP")
     ap.add_argument("--seed", type=int, default=0)
