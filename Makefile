@@ -52,6 +52,7 @@ experiments: $(STAMP)
 		--tag _saturated --workers $(WORKERS)
 	$(PY) experiments/sia_table34.py --workloads 2 --policies sia pollux shockwave themis gavel --workers $(WORKERS)
 	$(PY) experiments/sia_table33.py --workloads 2 --saturn 4 --workers $(WORKERS)
+	$(PY) experiments/sia_restart_counts.py --workloads 2 --saturn 4
 	$(PY) experiments/sia_fairness.py --workloads 2 --saturn 4 --policies sia,pollux,gavel,themis --workers $(WORKERS)
 	$(PY) experiments/sia_table32.py --seeds 1 --workers $(WORKERS)
 	$(PY) experiments/sia_sensitivity.py --workloads 1 --workers $(WORKERS)

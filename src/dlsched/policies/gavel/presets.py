@@ -6,23 +6,27 @@
 ``profile`` (with ``bootstrap``: profile new jobs before scheduling them; with ``off`` throughputs are learnt
 as jobs run), ``normalize_throughputs``, ``maxmin_reference`` (``proportional``, ``max-min-lp``),
 ``ftf_isolated`` (``equal-share``, ``max-min-lp``), ``ftf_age`` (``isolated-time``, ``wall-clock``),
-``lp_method``. The defaults are Gavel's code (:mod:`dlsched.policies.gavel.lp`). Gavel runs jobs rigidly;
-pair it with TunedJobs (``--trace sia-philly:1@tuned``) as the thesis does. The preset's rounds are Gavel's
+``lp_method``; and the placement's ``assign`` (``packed``, the default, or ``in-order``: GPUs assigned as
+Gavel's scheduler and the Sia artifact's Gavel assign workers, :mod:`dlsched.policies.gavel.placement`). The
+LP defaults are Gavel's code (:mod:`dlsched.policies.gavel.lp`). Gavel runs jobs rigidly; pair it with
+TunedJobs (``--trace sia-philly:1@tuned``) as the thesis does. The preset's rounds are Gavel's
 360 s leases.
 """
 
 from __future__ import annotations
 
 from dlsched.policies.gavel.allocation import GavelAllocation
-from dlsched.policies.placement import PackedPlacement
+from dlsched.policies.gavel.placement import GavelLeasePlacement
 from dlsched.policies.registry import SchedulerEntry, register_scheduler, register_stage
 
 register_stage("allocation", "gavel", GavelAllocation,
                "Gavel: heterogeneity-aware LP over time fractions per GPU type, priorities from time "
                "received, leases of lease_s seconds, rigid jobs")
-register_stage("placement", "gavel-lease", PackedPlacement,
+register_stage("placement", "gavel-lease", GavelLeasePlacement,
                "Gavel's lease placement: a job staying on its type keeps its free GPUs, the others are packed "
-               "on few nodes in the allocation's order (biggest gangs first)", sticky=True)
+               "on few nodes in the allocation's order (biggest gangs first); assign=in-order assigns GPUs as "
+               "Gavel's code does (biggest gangs first, a job keeps its GPUs unless a bigger one took one, "
+               "the rest take the next free GPUs in server order)", sticky=True)
 
 register_scheduler("gavel", SchedulerEntry(
     description="Gavel (OSDI'20): heterogeneity-aware LP over time fractions per GPU type (max-sum-throughput, "
