@@ -316,3 +316,45 @@ def test_under_another_ordering_the_ilp_weighs_queue_positions():
     # (a: 1440 s over 3600 * 2 / (7/3); b: 720 over 3600 * 2 / 3; c: 360 over 3600 / 2.5; d: 2880 over 3600)
     assert lr.tolist() == pytest.approx([1440 / (7200 * 3 / 7), 720 / 2400, 360 / 1440, 0.8])
     assert build_scheduler("hops", ordering="las").allocation.ordering == "las"
+
+
+class SpreadCostEstimator(StandInEstimator):
+    """Per-GPU goodput 1 on every type for every count; spanning servers costs the job's own ``cost`` per extra
+    server, so its placement sensitivity (eq. 10) is ``1 + cost``."""
+
+    def __init__(self, cost: dict[str, float]) -> None:
+        self.cost = cost
+
+    def estimate(self, job, gpu_type, num_nodes, num_gpus):
+        g = num_gpus / (1.0 + self.cost[job.job_id] * (num_nodes - 1))
+        return GoodputEstimate(goodput=g, batch_size=1, throughput_sps=g, efficiency=1.0)
+
+
+def _fragmenting_round():
+    """Two 4-GPU servers; three sensitive rigid 3-GPU jobs fill the window (3 + 3 + 3 reaches 8), two fit, and
+    one GPU is left on each server; two insensitive 1-GPU jobs wait beyond the window."""
+    cluster = small_cluster((("v100", 2, 4),))
+    jobs = [job("a", (3,), wait=900), job("b", (3,), wait=800), job("c", (3,), wait=700),
+            job("d", (1,), wait=60), job("e", (1,), wait=50)]
+    est = SpreadCostEstimator({"a": 1.0, "b": 1.0, "c": 1.0, "d": 0.0, "e": 0.0})
+    return ClusterView(time_s=0.0, round_s=60.0, cluster=cluster, jobs=jobs), jobs, est
+
+
+def test_gpus_the_first_plan_leaves_idle_are_planned_at_once_for_fragments():
+    view, jobs, est = _fragmenting_round()
+    plan = planner(est).allocate(view, jobs)
+    got = {d.job.job_id: d.num_gpus for d in plan.demands}
+    # the first plan places a and b (c does not fit in what is left, and may not spread); the plan for the two
+    # fragments that follows it brings d and e in by the sensitivity adjustment, and no GPU stays idle
+    assert got == {"a": 3, "b": 3, "d": 1, "e": 1}
+    used = np.zeros(2, dtype=int)
+    for d in plan.demands:
+        for gpus, k in d.spread:
+            used[int(view.cluster.gpu_node[gpus[0]])] += k
+    assert used.tolist() == [4, 4]
+    assert plan.info["hops.filled"] == 2
+    # the earlier reading (extra plans only at completions), and one plan per round, leave both GPUs idle
+    for kw in ({"fill_at_round_start": False}, {"multi_plan": False}):
+        assert {d.job.job_id for d in planner(est, **kw).allocate(view, jobs).demands} == {"a", "b"}
+    # without the sensitivity adjustment the fragment plan's window holds c alone, which cannot use them
+    assert {d.job.job_id for d in planner(est, sensitivity_adjustment=False).allocate(view, jobs).demands} == {"a", "b"}

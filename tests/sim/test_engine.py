@@ -229,3 +229,48 @@ def test_restarts_count_changes_of_shape_and_resumes_and_moves_are_counted_apart
     assert (rec.restarts, rec.moves) == (restarts, moves)
     summary = summarize(res.jobs, res.rounds, num_gpus=8, sim_wall_s=0.0)
     assert summary["restarts_per_job"] == restarts - moves <= summary["checkpoint_restores_per_job"] == restarts
+
+
+def test_jobs_being_profiled_are_not_the_waiting_queue_of_the_fragment_count():
+    # Round 0 profiles the one job on GPU 0 and the other three GPUs sit idle: ``fragments`` counts them (the
+    # job is not running), ``fragments_waiting`` does not (the job is in the profiling queue, not the waiting
+    # queue: Hops's count). Round 1 (the profile has ended) runs it on two GPUs while a second job waits: both count
+    # the two idle GPUs.
+    from dlsched.core import Decision, Placement
+    from dlsched.policies.stages import SchedulerTraits
+
+    cluster = small_cluster((("t4", 1, 4),))
+    specs = [JobSpec(job_id="c", submit_time_s=0, model="cifar10", num_gpus=2, batch_size=256,
+                     adaptivity=Adaptivity.RIGID), duration_job("w", 60.0, 4, 600.0)]
+
+    class Scripted:
+        name = "scripted"
+        traits = SchedulerTraits()
+
+        def attach_oracle(self, estimator) -> None:
+            pass
+
+        def describe(self) -> str:
+            return self.name
+
+        def schedule(self, view) -> Decision:
+            d = Decision()
+            c = next((j for j in view.jobs if j.job_id == "c"), None)
+            if c is not None and c.profiling:
+                return d
+            if c is not None and not c.profiled_types:
+                d.profiles["c"] = Placement.of((0,))
+            elif c is not None:
+                d.place("c", Placement.of((0, 1)))
+            else:
+                d.place("w", Placement.of((0, 1, 2, 3)))
+            return d
+
+    res = Engine(cluster, specs, Scripted(), World(cluster, seed=0), SimConfig(round_s=600.0)).run()
+    first, second = res.rounds[0], res.rounds[1]
+    assert (first.idle_gpus, first.queue_len, first.profiling_jobs) == (3, 1, 1)
+    assert (first.fragments, first.fragments_waiting) == (3, 0)
+    assert (second.idle_gpus, second.queue_len, second.profiling_jobs) == (2, 1, 0)
+    assert (second.fragments, second.fragments_waiting) == (2, 2)
+    summary = summarize(res.jobs, res.rounds, num_gpus=4, sim_wall_s=0.0)
+    assert summary["fragments_waiting_per_round"] < summary["fragments_per_round"]

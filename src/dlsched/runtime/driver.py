@@ -484,10 +484,11 @@ class RuntimeRun:
             by_type[self.cluster.gpu_type_of[g]] += 1
         idle = self.cluster.num_gpus - len(used)
         queue = len(self.active) - running
+        profiling = sum(1 for k, live in self.active.items() if not live.placement and k in profiles)
         return RoundRecord(round=round_no, time_s=t, allocated_gpus=len(used), idle_gpus=idle,
                            fragments=idle if queue > 0 else 0, queue_len=queue, running_jobs=running,
                            active_jobs=len(self.active), policy_s=policy_s, restarts=restarts,
-                           gpus_by_type=by_type)
+                           gpus_by_type=by_type, profiling_jobs=profiling)
 
     def _result(self) -> RuntimeResult:
         end = self.now()

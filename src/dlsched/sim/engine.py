@@ -558,10 +558,11 @@ class Engine:
         allocated = int(per_type.sum())
         idle = self.cluster.num_gpus - allocated
         queue = len(self.active) - running
+        profiling = sum(1 for s in self.active.values() if not s.job.placement and s.job.profiling_until_s > t)
         return RoundRecord(round=round_no, time_s=t, allocated_gpus=allocated, idle_gpus=idle,
                            fragments=idle if queue > 0 else 0, queue_len=queue, running_jobs=running,
                            active_jobs=len(self.active), policy_s=policy_s, restarts=restarts,
-                           gpus_by_type=by_type)
+                           gpus_by_type=by_type, profiling_jobs=profiling)
 
     def _job_records(self, end_t: float, not_arrived: list[_JobState]) -> list[JobRecord]:
         from dlsched.sim.metrics import (

@@ -83,6 +83,7 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "raqlr",
     "raqlr_max",
     "fragments_per_round",
+    "fragments_waiting_per_round",
     "deadline_met_frac",
     "policy_time_median_s",
     "policy_time_p99_s",
@@ -99,7 +100,7 @@ JOB_COLUMNS: tuple[str, ...] = (
 #: Fixed columns of :func:`rounds_frame` (``gpus_<type>`` columns follow, one per GPU type seen).
 ROUND_COLUMNS: tuple[str, ...] = (
     "round", "time_s", "allocated_gpus", "idle_gpus", "fragments", "queue_len", "running_jobs", "active_jobs",
-    "policy_s", "restarts",
+    "policy_s", "restarts", "profiling_jobs",
 )
 
 #: Slack when comparing a finish time to a deadline, so float noise in the engine's clock does not turn a
@@ -461,6 +462,7 @@ def summarize(jobs: list[JobRecord], rounds: list[RoundRecord], *, num_gpus: int
         "raqlr": _mean(raqlr) if raqlr else None,
         "raqlr_max": _f(max(raqlr)) if raqlr else None,
         "fragments_per_round": _mean([r.fragments for r in rounds]),
+        "fragments_waiting_per_round": _mean([r.fragments_waiting for r in rounds]),
         "deadline_met_frac": float(met / len(with_deadline)) if with_deadline else None,
         "policy_time_median_s": _pct(policy, 50),
         "policy_time_p99_s": _pct(policy, 99),

@@ -56,7 +56,8 @@ class RoundRecord:
     time_s: float
     allocated_gpus: int
     idle_gpus: int
-    #: Idle GPUs while at least one job waits (fragmentation or policy choice), else 0.
+    #: Idle GPUs while at least one job waits (fragmentation or policy choice), else 0. A job being profiled
+    #: counts as waiting here (see ``profiling_jobs``).
     fragments: int
     queue_len: int
     running_jobs: int
@@ -67,6 +68,15 @@ class RoundRecord:
     #: What the scheduler's stages reported about their decision (``Decision.info``: e.g. Gimbal's
     #: ``gimbal_searches``, ``gimbal_attempts``, ``gimbal_search_s``; packed jobs), kept for reports.
     info: dict[str, float] = field(default_factory=dict)
+    #: Jobs of ``queue_len`` that hold GPUs for profiling instead of waiting for them (Hops's profiling queue
+    #: is not its waiting queue): ``fragments_waiting`` leaves them out.
+    profiling_jobs: int = 0
+
+    @property
+    def fragments_waiting(self) -> int:
+        """Idle GPUs while a job that is neither running nor being profiled waits, else 0 (the Hops paper's
+        count: "idle GPUs in the cluster when there are unassigned jobs after each round of scheduling")."""
+        return self.idle_gpus if self.queue_len - self.profiling_jobs > 0 else 0
 
 
 @dataclass(slots=True)

@@ -19,7 +19,9 @@ One round:
    approach the greedy order (each job in priority order takes its best configuration that still fits).
    A job's current configuration wins ties (a relative 1e-6), so equal plans do not restart jobs.
 
-4. **Plans within the round.** When a job completes inside the round, the engine asks for another plan
+4. **Plans within the round.** GPUs the first plan leaves idle while jobs wait are planned again at once
+   (``fill_at_round_start``: the jobs it left out, their window over the GPUs left), until a plan places
+   nobody; and when a job completes inside the round, the engine asks for another plan
    (:meth:`HopsAllocation.allocate_more`): running jobs keep their GPUs, and the waiting jobs of the window
    over the idle GPUs are planned onto them by the same ILP; these plans end with the round. Such a plan is
    for fragments, so the **sensitivity adjustment** widens its window first (:func:`sensitivity_adjustment`);
@@ -143,6 +145,9 @@ class HopsAllocation(EstimatingAllocation):
     sensitivity_adjustment: bool = True
     #: Plan again inside a round whenever a job completes (off: one plan per round, as Sia and Gavel).
     multi_plan: bool = True
+    #: With ``multi_plan``: plan the GPUs the round's first plan leaves idle at once, as plans for fragments
+    #: (section 3.6); off: the extra plans come only at completions (the earlier reading).
+    fill_at_round_start: bool = True
     #: Relative MILP gap (the paper: 0.05%).
     mip_rel_gap: float = ranged(5e-4, 0.0, 1.0)
     #: Branch-and-bound nodes per solve: the work limit that ends a long solve at the same point on every
@@ -259,6 +264,8 @@ class HopsAllocation(EstimatingAllocation):
         prios = self.priorities(view, queue)
         window = service_window(queue, int(idle.sum())) if self.service_window else queue
         plan = self._plan(view, window, prios[:len(window)], idle)
+        if self.multi_plan and self.fill_at_round_start:
+            self._fill(view, plan, queue, prios, idle)
         plan.profiles = profiles
         plan.info["hops.profiles"] = float(len(profiles))
         plan.info["hops.plan_s"] = time.perf_counter() - t0
@@ -294,6 +301,46 @@ class HopsAllocation(EstimatingAllocation):
                 out.append(ProfileRequest(job, tuple(shapes), gpus=tuple(gpus)))
         return out
 
+    def _fill(self, view: ClusterView, plan: Plan, queue: list[JobView], prios: np.ndarray,
+              idle: np.ndarray) -> None:
+        """Plan again, at once, the GPUs the round's first plan left idle (section 3.6: "if there are still
+        available resources after the initial planning, we continue to perform planning"). Each such plan is
+        for fragments: the jobs of ``queue`` the plans so far left out, their window over the GPUs left,
+        widened by the sensitivity adjustment. Plans follow one another until one places nobody or no GPU
+        is left; their demands join ``plan``'s."""
+        cluster = view.cluster
+        left = idle.copy()
+        for d in plan.demands:
+            for gpus, k in d.spread:
+                left[int(cluster.gpu_node[gpus[0]])] -= k
+        planned = {d.job.job_id for d in plan.demands}
+        plans = filled = 0
+        while left.sum() > 0:
+            rest = [i for i, j in enumerate(queue) if j.job_id not in planned]
+            if not rest:
+                break
+            more = self._fragment_plan(view, [queue[i] for i in rest], prios[rest], left)
+            plans += 1
+            if not more.demands:
+                break
+            for d in more.demands:
+                planned.add(d.job.job_id)
+                for gpus, k in d.spread:
+                    left[int(cluster.gpu_node[gpus[0]])] -= k
+            filled += len(more.demands)
+            plan.demands += more.demands
+        plan.info["hops.fill_plans"] = float(plans)
+        plan.info["hops.filled"] = float(filled)
+
+    def _fragment_plan(self, view: ClusterView, queue: list[JobView], prios: np.ndarray, idle: np.ndarray) -> Plan:
+        """One plan for fragments: the window of ``queue`` over the ``idle`` GPUs, widened by the sensitivity
+        adjustment (when on), planned by the ILP."""
+        chosen = list(range(len(service_window(queue, int(idle.sum())) if self.service_window else queue)))
+        if self.sensitivity_adjustment:
+            rho = [self.job_sensitivity(view, j) for j in queue]
+            chosen = sensitivity_adjustment(queue, len(chosen), rho, int(idle.sum()))
+        return self._plan(view, [queue[i] for i in chosen], prios[chosen], idle)
+
     def allocate_more(self, view: ClusterView, ordered: list[JobView]) -> Plan:
         """A plan for GPUs that fell idle inside the round (fragments, finished jobs): running jobs keep their
         GPUs; waiting jobs in the window, widened by the sensitivity adjustment, may get the idle ones."""
@@ -305,12 +352,7 @@ class HopsAllocation(EstimatingAllocation):
         queue = [j for j in ordered if not j.placement and not j.profiling]
         if not self.multi_plan or idle.sum() <= 0 or not queue:
             return Plan(demands=pinned)
-        prios = self.priorities(view, queue)
-        chosen = list(range(len(service_window(queue, int(idle.sum())) if self.service_window else queue)))
-        if self.sensitivity_adjustment:
-            rho = [self.job_sensitivity(view, j) for j in queue]
-            chosen = sensitivity_adjustment(queue, len(chosen), rho, int(idle.sum()))
-        plan = self._plan(view, [queue[i] for i in chosen], prios[chosen], idle)
+        plan = self._fragment_plan(view, queue, self.priorities(view, queue), idle)
         plan.demands = pinned + plan.demands
         plan.info["hops.extra_plan"] = 1.0
         return plan

@@ -4,7 +4,8 @@ The ``finish-time-fairness`` ordering is Hops's alternative priority (section 4.
 finish-time-fairness``). The ``latency-ratio`` ordering is usable under other schedulers as well (``--policy sia --ordering
 latency-ratio``, ``--policy gavel --ordering latency-ratio``, as the Hops paper runs its baselines).
 ``--set`` keys of the allocation: ``lambda_fairness`` (1), ``sensitivity_threshold`` (1.4),
-``service_window`` (on), ``sensitivity_adjustment`` (on), ``multi_plan`` (on), ``server_classes`` (on),
+``service_window`` (on), ``sensitivity_adjustment`` (on), ``multi_plan`` (on), ``fill_at_round_start`` (on),
+``server_classes`` (on),
 ``server_tolerance`` (0.01), ``solver`` (auto), ``round_gap`` (0.01), ``mip_rel_gap``, ``mip_node_limit`` (2000),
 ``time_limit_s`` (60);
 of the ordering: ``refresh_s`` (30 s).
