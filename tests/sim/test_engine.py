@@ -14,6 +14,27 @@ from dlsched.world.base import World, WorldConfig
 from testkit import Recorder, duration_job, small_cluster
 
 
+class _Scripted:
+    """A scheduler that answers each round with ``decide(view)``: tests of what the engine makes of a decision."""
+
+    name = "scripted"
+
+    def __init__(self, decide) -> None:
+        from dlsched.policies.stages import SchedulerTraits
+
+        self.traits = SchedulerTraits()
+        self.decide = decide
+
+    def attach_oracle(self, estimator) -> None:
+        pass
+
+    def describe(self) -> str:
+        return self.name
+
+    def schedule(self, view):
+        return self.decide(view)
+
+
 def run(cluster, specs, policy="fifo", round_s=60.0, world_cfg=None, **kw):
     world = World(cluster, world_cfg or WorldConfig(), seed=0)
     sched = build_scheduler(policy, **kw)
@@ -132,7 +153,6 @@ def test_what_counts_as_a_restart():
     # same GPUs: not a restart (adaptdl changes it in place). Other GPUs with the same count: a restart
     # (a checkpoint-restore on the new GPUs). Preemption and resumption: one restart, paid at the resume.
     from dlsched.core import Decision, Placement
-    from dlsched.policies.stages import SchedulerTraits
 
     cluster = small_cluster((("t4", 1, 4),))
     spec = JobSpec(job_id="c", submit_time_s=0, model="cifar10", num_gpus=2, batch_size=256,
@@ -141,34 +161,23 @@ def test_what_counts_as_a_restart():
         ("profile", (0,), None), ("run", (0, 1), 256), ("run", (0, 1), 512), ("run", (2, 3), 512),
         ("run", (), None), ("run", (0, 1), 512)]
 
-    class Scripted:
-        name = "scripted"
-        traits = SchedulerTraits()
+    rounds = [0]
 
-        def __init__(self) -> None:
-            self.round = 0
-
-        def attach_oracle(self, estimator) -> None:
-            pass
-
-        def describe(self) -> str:
-            return self.name
-
-        def schedule(self, view) -> Decision:
-            job = view.jobs[0]
-            d = Decision()
-            if job.profiling:
-                return d
-            kind, gpus, bsz = script[min(self.round, len(script) - 1)]
-            self.round += 1
-            if kind == "profile":
-                d.profiles["c"] = Placement.of(gpus)
-            elif gpus:
-                d.place("c", Placement.of(gpus), batch_size=bsz)
+    def decide(view) -> Decision:
+        job = view.jobs[0]
+        d = Decision()
+        if job.profiling:
             return d
+        kind, gpus, bsz = script[min(rounds[0], len(script) - 1)]
+        rounds[0] += 1
+        if kind == "profile":
+            d.profiles["c"] = Placement.of(gpus)
+        elif gpus:
+            d.place("c", Placement.of(gpus), batch_size=bsz)
+        return d
 
     world = World(cluster, seed=0)
-    res = Engine(cluster, [spec], Scripted(), world, SimConfig()).run()
+    res = Engine(cluster, [spec], _Scripted(decide), world, SimConfig()).run()
     rec = res.jobs[0]
     assert rec.finish_s is not None
     assert rec.restarts == 2
@@ -188,32 +197,21 @@ def test_restarts_count_changes_of_shape_and_resumes_and_moves_are_counted_apart
     # round). Restarts as the thesis counts them: a later placement whose per-node counts differ from the
     # one before, or a resume; moves: other GPUs with the same per-node counts. Every one is charged.
     from dlsched.core import Decision, Placement
-    from dlsched.policies.stages import SchedulerTraits
 
     cluster = small_cluster((("t4", 2, 4),))
     spec = duration_job("d", 0.0, 2, 1e6)
     issued: list[tuple[int, ...]] = []
 
-    class Scripted:
-        name = "scripted"
-        traits = SchedulerTraits()
-
-        def attach_oracle(self, estimator) -> None:
-            pass
-
-        def describe(self) -> str:
-            return self.name
-
-        def schedule(self, view) -> Decision:
-            d = Decision()
-            gpus = script[len(issued)] if len(issued) < len(script) else ()
-            issued.append(gpus)
-            if gpus:
-                d.place("d", Placement.of(gpus))
-            return d
+    def decide(view) -> Decision:
+        d = Decision()
+        gpus = script[len(issued)] if len(issued) < len(script) else ()
+        issued.append(gpus)
+        if gpus:
+            d.place("d", Placement.of(gpus))
+        return d
 
     world = World(cluster, seed=0)
-    res = Engine(cluster, [spec], Scripted(), world, SimConfig(max_time_s=60.0 * (len(script) + 1))).run()
+    res = Engine(cluster, [spec], _Scripted(decide), world, SimConfig(max_time_s=60.0 * (len(script) + 1))).run()
     (rec,) = res.jobs
 
     def shape(g: tuple[int, ...]) -> tuple[int, ...]:
@@ -237,36 +235,25 @@ def test_jobs_being_profiled_are_not_the_waiting_queue_of_the_fragment_count():
     # queue: Hops's count). Round 1 (the profile has ended) runs it on two GPUs while a second job waits: both count
     # the two idle GPUs.
     from dlsched.core import Decision, Placement
-    from dlsched.policies.stages import SchedulerTraits
 
     cluster = small_cluster((("t4", 1, 4),))
     specs = [JobSpec(job_id="c", submit_time_s=0, model="cifar10", num_gpus=2, batch_size=256,
                      adaptivity=Adaptivity.RIGID), duration_job("w", 60.0, 4, 600.0)]
 
-    class Scripted:
-        name = "scripted"
-        traits = SchedulerTraits()
-
-        def attach_oracle(self, estimator) -> None:
-            pass
-
-        def describe(self) -> str:
-            return self.name
-
-        def schedule(self, view) -> Decision:
-            d = Decision()
-            c = next((j for j in view.jobs if j.job_id == "c"), None)
-            if c is not None and c.profiling:
-                return d
-            if c is not None and not c.profiled_types:
-                d.profiles["c"] = Placement.of((0,))
-            elif c is not None:
-                d.place("c", Placement.of((0, 1)))
-            else:
-                d.place("w", Placement.of((0, 1, 2, 3)))
+    def decide(view) -> Decision:
+        d = Decision()
+        c = next((j for j in view.jobs if j.job_id == "c"), None)
+        if c is not None and c.profiling:
             return d
+        if c is not None and not c.profiled_types:
+            d.profiles["c"] = Placement.of((0,))
+        elif c is not None:
+            d.place("c", Placement.of((0, 1)))
+        else:
+            d.place("w", Placement.of((0, 1, 2, 3)))
+        return d
 
-    res = Engine(cluster, specs, Scripted(), World(cluster, seed=0), SimConfig(round_s=600.0)).run()
+    res = Engine(cluster, specs, _Scripted(decide), World(cluster, seed=0), SimConfig(round_s=600.0)).run()
     first, second = res.rounds[0], res.rounds[1]
     assert (first.idle_gpus, first.queue_len, first.profiling_jobs) == (3, 1, 1)
     assert (first.fragments, first.fragments_waiting) == (3, 0)

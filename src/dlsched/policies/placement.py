@@ -146,6 +146,20 @@ def keeps_current(view: ClusterView, pool: FreePool, d: Demand) -> bool:
         and (d.gpu_type is None or view.cluster.gpu_type_of[cur.gpus[0]] == d.gpu_type)
 
 
+def keep_current_placements(view: ClusterView, pool: FreePool, decision: Decision,
+                            demands: list[Demand]) -> list[Demand]:
+    """Give every demand whose job's current GPUs still satisfy it those GPUs (taken from ``pool`` and placed
+    in ``decision``); the demands left to place, in their order."""
+    rest: list[Demand] = []
+    for d in demands:
+        if keeps_current(view, pool, d):
+            pool.take(d.job.placement.gpus)
+            decision.place(d.job.job_id, d.job.placement, d.batch_size)
+        else:
+            rest.append(d)
+    return rest
+
+
 class _BaselinePlacement(PlacementStage):
     """Shared driver: sticky keeps running jobs in place, then places the rest in the plan's order, each on
     its preferred shape or else the first fallback shape that fits."""
@@ -159,21 +173,19 @@ class _BaselinePlacement(PlacementStage):
 
     def place(self, view: ClusterView, plan: Plan) -> Decision:
         pool, decision, demands = start_placement(view, plan)
-        pending: list[Demand] = []
-        for d in demands:
-            if self.sticky and keeps_current(view, pool, d):
-                pool.take(d.job.placement.gpus)
-                decision.place(d.job.job_id, d.job.placement, d.batch_size)
-            else:
-                pending.append(d)
+        pending = keep_current_placements(view, pool, decision, demands) if self.sticky else demands
         for d in pending:
-            for shape in d.shapes():
-                gpus = self.choose(pool, d, shape)
-                if gpus is not None:
-                    pool.take(gpus)
-                    decision.place(d.job.job_id, Placement.of(gpus), d.batch_size)
-                    break
+            self.place_first_fitting(pool, decision, d)
         return decision
+
+    def place_first_fitting(self, pool: FreePool, decision: Decision, d: Demand) -> None:
+        """Place ``d`` on its preferred shape, or else the first fallback shape that :meth:`choose` fits."""
+        for shape in d.shapes():
+            gpus = self.choose(pool, d, shape)
+            if gpus is not None:
+                pool.take(gpus)
+                decision.place(d.job.job_id, Placement.of(gpus), d.batch_size)
+                return
 
 
 @dataclass

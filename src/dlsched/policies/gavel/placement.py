@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dlsched.core import ClusterView, Decision, Placement
-from dlsched.policies.placement import FreePool, PackedPlacement, keeps_current, start_placement
+from dlsched.policies.placement import FreePool, PackedPlacement, keep_current_placements, start_placement
 from dlsched.policies.stages import Demand, Plan
 
 #: How leased jobs get their GPUs: packed on few nodes (default), or Gavel's in-order worker assignment.
@@ -57,12 +57,7 @@ class GavelLeasePlacement(PackedPlacement):
         for gtype, ds in by_type.items():
             self._assign_in_order(view, pool, decision, gtype, ds)
         for d in untyped:  # an allocation that names no type: packed, as the default does
-            for shape in d.shapes():
-                gpus = self.choose(pool, d, shape)
-                if gpus is not None:
-                    pool.take(gpus)
-                    decision.place(d.job.job_id, Placement.of(gpus), d.batch_size)
-                    break
+            self.place_first_fitting(pool, decision, d)
         return decision
 
     @staticmethod
@@ -75,14 +70,7 @@ class GavelLeasePlacement(PackedPlacement):
         servers = [list(cluster.gpus_of_node(n)) for n in cluster.nodes_of_type[gtype]]
         ptr = 0
         for size in sorted({d.num_gpus for d in demands}, reverse=True):
-            group = [d for d in demands if d.num_gpus == size]
-            rest = []
-            for d in group:
-                if keeps_current(view, pool, d):
-                    pool.take(d.job.placement.gpus)
-                    decision.place(d.job.job_id, d.job.placement, d.batch_size)
-                else:
-                    rest.append(d)
+            rest = keep_current_placements(view, pool, decision, [d for d in demands if d.num_gpus == size])
             for d in rest:
                 got: list[int] = []
                 while len(got) < size and ptr < len(servers):

@@ -37,7 +37,7 @@ from dlsched.estimators.locality import LocalityPenalties, LvMatrix, default_rac
 from dlsched.estimators.pm_bins import OUTLIER_SIGMA
 from dlsched.policies.pal.choice import _ACROSS, _RACK, pal_gpus, pm_first_gpus, pm_first_singles
 from dlsched.policies.pal.pools import Pool, RoundPool, build_pools
-from dlsched.policies.placement import keeps_current, start_placement
+from dlsched.policies.placement import keep_current_placements, start_placement
 from dlsched.policies.stages import Demand, PlacementStage, Plan
 
 
@@ -94,14 +94,7 @@ class PmFirstPlacement(PlacementStage):
         pools = self._pools(view)
         free_pool, decision, demands = start_placement(view, plan)
         if self.sticky:
-            moving = []
-            for d in demands:
-                if keeps_current(view, free_pool, d):
-                    free_pool.take(d.job.placement.gpus)
-                    decision.place(d.job.job_id, d.job.placement, d.batch_size)
-                else:
-                    moving.append(d)
-            demands = moving
+            demands = keep_current_placements(view, free_pool, decision, demands)
         queue = cut_queue(demands, int(free_pool.free_mask.sum()))
         specs = [d.job.spec for d in queue]
         mc = view.model_class
