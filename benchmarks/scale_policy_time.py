@@ -49,7 +49,8 @@ SHIMS = {"thesis": {}, "fill": {"fill": True}, "upgrade": {"fill": True, "upgrad
 
 
 def make_method(name: str, problem: DifferentialAssignment, workers: int,
-                shim: str = "upgrade", prox_steps: int = 15) -> LPStar | WarmSimplex | POP:
+                shim: str = "upgrade", prox_steps: int = 15,
+                prox_eta: float = 100.0) -> LPStar | WarmSimplex | POP:
     kw = SHIMS[shim]
     if name == "lpstar":
         return LPStar(problem, **kw)
@@ -58,7 +59,7 @@ def make_method(name: str, problem: DifferentialAssignment, workers: int,
     if name == "warm-simplex":
         return WarmSimplex(problem, **kw)
     if name == "continual":
-        return ProximalPoint(problem, prox_steps=prox_steps, **kw)
+        return ProximalPoint(problem, prox_steps=prox_steps, eta=prox_eta, **kw)
     if name == "lagrangian":
         return Lagrangian(problem, **kw)
     raise ValueError(f"unknown method {name!r}")
@@ -69,13 +70,13 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def run(gpus: int, jobs: int, rounds: int, churn: float, drift: float, methods: list[str], workers: int,
-        seed: int, shim: str = "upgrade", prox_steps: int = 15) -> list[dict]:
+        seed: int, shim: str = "upgrade", prox_steps: int = 15, prox_eta: float = 100.0) -> list[dict]:
     scale = gpus // 256
     stream = ChurnStream([ResourceBlock(n * scale, per) for _, n, per in BLOCK], jobs=jobs, churn=churn,
                          drift=drift, seed=seed)
     problem = stream.problem
     names = ["lpstar"] + [m for m in methods if m != "lpstar"]
-    solvers = {m: make_method(m, problem, workers, shim, prox_steps) for m in names}
+    solvers = {m: make_method(m, problem, workers, shim, prox_steps, prox_eta) for m in names}
     times: dict[str, list[float]] = {m: [] for m in names}
     critical: dict[str, list[float]] = {m: [] for m in names}
     obj: dict[str, list[float]] = {m: [] for m in names}
@@ -123,6 +124,7 @@ def run(gpus: int, jobs: int, rounds: int, churn: float, drift: float, methods: 
                "edits_per_round": int(np.median(edit_counts)) if edit_counts else 0}
         if m == "continual":
             row["prox_steps"] = prox_steps
+            row["prox_eta"] = prox_eta
         if critical[m]:
             row["critical_path_median_s"] = _pct(critical[m], 50)
             row["critical_path_p99_s"] = _pct(critical[m], 99)
@@ -166,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
                          "jobs left without GPUs (fill), then also upgrading jobs into free GPUs (upgrade)")
     ap.add_argument("--prox-steps", type=int, default=15,
                     help="the continual method's proximal steps per round at most (default 15; 1-10000)")
+    ap.add_argument("--prox-eta", type=float, default=100.0,
+                    help="the continual method's proximal step size eta (default 100; 0.001-1e6)")
     ap.add_argument("--quick", action="store_true", help="512 GPUs, 150 jobs, 4 rounds (seconds)")
     args = ap.parse_args(argv)
     if args.quick:
@@ -180,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         problems.append(f"--methods: unknown {', '.join(unknown)} (one of {', '.join(METHODS)}, or pop-K)")
     if not 1 <= args.prox_steps <= 10_000:
         problems.append(f"--prox-steps: {args.prox_steps} must be in 1-10000")
+    if not 1e-3 <= args.prox_eta <= 1e6:
+        problems.append(f"--prox-eta: {args.prox_eta} must be in 0.001-1e6")
     if args.shim not in SHIMS:
         problems.append(f"--shim: unknown {args.shim} (one of {', '.join(SHIMS)})")
     if problems:
@@ -187,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     jobs = args.jobs if args.jobs is not None else int(0.3 * args.gpus)
     rows = run(args.gpus, jobs, args.rounds, args.churn, args.drift, methods, args.workers, args.seed,
-               args.shim, args.prox_steps)
+               args.shim, args.prox_steps, args.prox_eta)
     for r in rows:
         extra = (f", critical path p99 {r['critical_path_p99_s']:.3f}s" if "critical_path_p99_s" in r else "")
         print(f"{r['method']:>12} {r['gpus']} GPUs, {r['jobs_active']} jobs: median {r['median_s']:.3f}s, "

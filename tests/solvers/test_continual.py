@@ -212,15 +212,29 @@ def _small_gain_move(solver_of: type, **kw: object) -> list[int]:
     return picks
 
 
-def test_truncated_proximal_rounds_defer_small_moves_that_lpstar_makes_at_once() -> None:
-    """Why the continual method restarts fewer jobs than LP* on Sia's problems: with its default 15 proximal
-    steps a round moves a small gain's weight only part of the way, so the shim keeps the job where it is and
+def test_short_proximal_steps_defer_small_moves_that_lpstar_makes_at_once() -> None:
+    """Why the continual method can restart fewer jobs than LP* on Sia's problems: with steps of eta 10 a
+    15-step round moves a small gain's weight only part of the way, so the shim keeps the job where it is and
     the move lands rounds later (warm start carries it on); LP* moves at once, and so does the continual
-    method given steps enough to solve each round's relaxation."""
+    method at its default eta (100) or given steps enough to solve each round's relaxation."""
     assert _small_gain_move(LPStar) == [0, 1, 1, 1, 1]
-    truncated = _small_gain_move(ProximalPoint)
+    truncated = _small_gain_move(ProximalPoint, eta=10.0)
     assert truncated[:2] == [0, 0] and truncated[-1] == 1  # deferred, not refused
-    assert _small_gain_move(ProximalPoint, prox_steps=200) == [0, 1, 1, 1, 1]
+    assert _small_gain_move(ProximalPoint, eta=10.0, prox_steps=200) == [0, 1, 1, 1, 1]
+    assert _small_gain_move(ProximalPoint) == [0, 1, 1, 1, 1]
+
+
+def test_a_step_whose_sweeps_have_not_settled_its_prices_is_not_taken_for_convergence() -> None:
+    """With a long step (eta 100) a few coordinate sweeps do not settle the prices of a cold start: the
+    method must go on stepping, not stop because one step moved the weights little. One job, GPUs to spare:
+    the relaxation's optimum is the better option whole, at zero prices."""
+    p = DifferentialAssignment([8.0, 8.0])
+    p.add_job("j", [0, 1], [2.0, 2.0], [1.0, 0.5])
+    solver = ProximalPoint(p, eta=100.0)
+    res = solver.solve()
+    assert int(res.pick[0]) - int(p.row_start[0]) == 0
+    np.testing.assert_allclose(solver.x[:2], [1.0, 0.0], atol=1e-3)
+    np.testing.assert_allclose(solver.y, [0.0, 0.0], atol=1e-9)  # no price on a resource with slack
 
 
 def test_prox_steps_reach_the_proximal_method_only() -> None:

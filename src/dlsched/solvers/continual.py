@@ -22,7 +22,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import highspy
 import numpy as np
@@ -415,18 +415,20 @@ class ProximalPoint(Method):
     Warm start: the last round's ``x`` and prices (``warm=False`` starts every round from zero weights and
     prices instead, which is how figure 4.6's attribution isolates the warm start's share).
 
-    ``prox_steps`` caps the proximal steps per round (15: the 25,600-GPU round stays under a second). The cap
-    usually binds before the step tolerance is met, so a round can end with a move only partly made (its
-    weight shifted part of the way from the job's current option to a better one); the shim then keeps the
-    option with the larger weight and the next round, warm-started, carries the move on. Such a move is made
-    only if its gain outlasts a few rounds, where LP* makes it at once: on Sia's problems this defers moves
-    of small gain, and fewer jobs restart than under LP*. A large cap (200) solves each round's relaxation
-    nearly to LP*'s optimum and makes most of LP*'s moves.
+    ``prox_steps`` caps the proximal steps per round (15: the 25,600-GPU round stays under a second), and
+    ``eta`` sets how far one step may move a weight (about ``eta`` times the gain of a move). The thesis
+    solves each round's relaxation to its optimum; a round that stops short leaves a move only partly made
+    (its weight shifted part of the way from the job's current option to a better one), the shim keeps the
+    option with the larger weight, and the next round, warm-started, carries the move on, so moves of small
+    gain land rounds later, or never, where LP* makes them at once. With ``eta`` 100 (the default) 15 steps
+    make a move of gain 0.002 at once and the method makes LP*'s moves on Sia's problems; with 10, such moves
+    are deferred and fewer jobs restart than under LP* (docs/continual.md). Much larger values overshoot:
+    the few coordinate sweeps per step no longer settle the prices.
     """
 
     name = "continual"
 
-    def __init__(self, problem: DifferentialAssignment, *, eta: float = 10.0, width: int = 4, prox_steps: int = 15,
+    def __init__(self, problem: DifferentialAssignment, *, eta: float = 100.0, width: int = 4, prox_steps: int = 15,
                  inner: int = 5, tol: float = 1e-3, fill: bool = False, upgrade: bool = False,
                  warm: bool = True) -> None:
         super().__init__(problem, fill=fill, upgrade=upgrade)
@@ -524,6 +526,7 @@ class ProximalPoint(Method):
         for _ in range(self.prox_steps):
             center = xw.copy()
             steps += 1
+            settled = False
             for _ in range(self.inner):
                 self._check()
                 sweeps += 1
@@ -544,8 +547,9 @@ class ProximalPoint(Method):
                 viol = np.bincount(res, weights=s * xw, minlength=K) - cap
                 slack_ok = (y <= 1e-12) | (viol >= -self.tol * np.maximum(1.0, cap))
                 if np.all(viol <= self.tol * np.maximum(1.0, cap)) and np.all(slack_ok):
+                    settled = True
                     break
-            if np.max(np.abs(xw - center), initial=0.0) <= self.tol:
+            if settled and np.max(np.abs(xw - center), initial=0.0) <= self.tol:
                 break
         return xw, mu, sweeps, steps
 
@@ -625,12 +629,12 @@ class ContinualAssignment:
     """
 
     def __init__(self, num_resources: int, method: str = "continual", *, fill: bool = False,
-                 upgrade: bool = False, prox_steps: int | None = None) -> None:
+                 upgrade: bool = False, prox_steps: int | None = None, prox_eta: float | None = None) -> None:
         k = pop_parts(method)
         if method not in WARM_METHODS and k is None:
             raise ValueError(f"unknown method {method!r} (one of {', '.join(WARM_METHODS)}, or pop-K)")
-        if prox_steps is not None and method != "continual":
-            raise ValueError(f"prox_steps applies to the continual method only, not {method!r}")
+        if (prox_steps is not None or prox_eta is not None) and method != "continual":
+            raise ValueError(f"prox_steps and prox_eta apply to the continual method only, not {method!r}")
         self.problem = DifferentialAssignment(np.zeros(num_resources))
         self.method: Method | POP
         if k is not None:
@@ -639,10 +643,10 @@ class ContinualAssignment:
             # one process: the simulation's policy time is then the sum of the parts; the critical path
             # (the slowest part, POP's time with K cores) is in each round's info
             self.method = POP(self.problem, k, workers=1)
-        elif prox_steps is not None:
-            self.method = ProximalPoint(self.problem, fill=fill, upgrade=upgrade, prox_steps=prox_steps)
         else:
-            self.method = WARM_METHODS[method](self.problem, fill=fill, upgrade=upgrade)
+            tuned = {"prox_steps": prox_steps, "eta": prox_eta}
+            kw: dict[str, Any] = {k: v for k, v in tuned.items() if v is not None}
+            self.method = WARM_METHODS[method](self.problem, fill=fill, upgrade=upgrade, **kw)
         self._sig: dict[Hashable, bytes] = {}
 
     def solve(self, problem: AssignmentProblem, group_keys: Sequence[Hashable], signatures: Sequence[bytes],

@@ -134,9 +134,14 @@ class SiaAllocation(EstimatingAllocation):
     shim_upgrade: bool = False
     #: With ``solver=continual``: proximal steps per round at most (the thesis gives no number; 15 keeps a
     #: 25,600-GPU round under a second). A round that stops short leaves a move partly made and the next
-    #: round carries it on, so moves of small gain wait for later rounds where LP* makes them at once;
-    #: 200 solves each round's relaxation close to LP*'s optimum (docs/continual.md).
+    #: round carries it on, so moves of small gain wait for later rounds where LP* makes them at once
+    #: (docs/continual.md).
     prox_steps: int = ranged(15, 1, 10_000)
+    #: With ``solver=continual``: the proximal step size eta (each step maximises ``v @ x - |x - x_prev|^2 /
+    #: (2 eta)``, so one step moves a weight by about eta times a move's gain). 100 lets 15 steps make the
+    #: moves the relaxation's optimum makes, as the thesis solves it; 10 defers moves of small gain and
+    #: restarts fewer jobs than LP* (docs/continual.md).
+    prox_eta: float = ranged(100.0, 1e-3, 1e6)
     #: With the continual solvers: seconds a round's solve may take; past it the previous allocation,
     #: repaired for departures and arrivals, is used (``sia.fallback`` = 1 in the round's info). None: no limit.
     time_budget_s: float | None = ranged(None, 1e-3, 3600.0, parse=parse_budget)
@@ -379,7 +384,8 @@ class SiaAllocation(EstimatingAllocation):
             if self._continual is None:
                 self._continual = ContinualAssignment(
                     len(capacity), method, fill=self.shim_fill, upgrade=self.shim_upgrade,
-                    prox_steps=self.prox_steps if method == "continual" else None)
+                    prox_steps=self.prox_steps if method == "continual" else None,
+                    prox_eta=self.prox_eta if method == "continual" else None)
             lo = np.searchsorted(opts.job_of, np.arange(problem.num_groups), side="left")
             hi = np.searchsorted(opts.job_of, np.arange(problem.num_groups), side="right")
             sigs = [np.stack([opts.type_idx[a:b], opts.gpus[a:b], opts.nodes[a:b]]).astype(np.int64).tobytes()
