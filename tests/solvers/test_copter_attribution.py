@@ -27,17 +27,20 @@ def _stream(seed: int = 3) -> ChurnStream:
 
 
 def test_every_step_solves_the_same_relaxation():
-    """Rebuilt or edited, cold or warm: the proximal method reaches LP*'s bound (its own tolerance apart)."""
+    """Rebuilt or edited, cold or warm: given steps enough to converge, the proximal method reaches LP*'s
+    bound (its own tolerance apart), so figure 4.6's variants solve one problem. (At the default 15 steps of
+    eta 100 a cold start is still up to 3% short of the bound on this stream; the shim's objective is not.)"""
     stream = _stream()
     p = stream.problem
-    methods = {"warm": ProximalPoint(p), "cold": ProximalPoint(p, warm=False)}
+    steps = 50
+    methods = {"warm": ProximalPoint(p, prox_steps=steps), "cold": ProximalPoint(p, warm=False, prox_steps=steps)}
     for _ in range(3):
         stream.step()
         bound = LPStar(p).relax()[1]
         for m in methods.values():
-            assert m.relax()[1] == pytest.approx(bound, rel=0.02)
-        fresh = ProximalPoint(bench.rebuilt(p), warm=False)
-        assert fresh.relax()[1] == pytest.approx(bound, rel=0.02)
+            assert m.relax()[1] == pytest.approx(bound, rel=0.005)
+        fresh = ProximalPoint(bench.rebuilt(p), warm=False, prox_steps=steps)
+        assert fresh.relax()[1] == pytest.approx(bound, rel=0.005)
 
 
 def test_a_rebuilt_problem_is_the_live_problem_again():
