@@ -58,21 +58,23 @@ def tables(data: dict) -> dict[str, str]:
     return {"summary": sc.table(header, out), "must_show": must_show(records), "shares": shares(records)}
 
 
+def _mean_of(records: list[dict | None], tag: str, key: str) -> float | None:
+    """The mean of summary ``key`` over the runs of row ``tag`` (None when no run has it)."""
+    return sc.mean(r["summary"].get(key) for r in records if r is not None and r["spec"]["tag"] == tag)
+
+
 def must_show(records: list[dict | None]) -> str:
     """Hops against Sia and Gavel, the issue's must-show: each baseline's largest latency ratio and fragments
     per round over Hops's (the issue asks for 10x or more) and how much lower Hops's average JCT is (20% or
     more), from the means over the seeds each row ran. Fragments are given both ways: with jobs being
     profiled counted as waiting (``fragments_per_round``) and without (``fragments_waiting_per_round``, the
     paper's count); a run made before the second existed shows "-"."""
-    def mean_of(tag: str, key: str) -> float | None:
-        return sc.mean(r["summary"].get(key) for r in records if r is not None and r["spec"]["tag"] == tag)
-
     keys = ("latency_ratio_max", "fragments_per_round", "fragments_waiting_per_round", "avg_jct_s")
     rows = []
     for hops_tag in ("Hops", "Hops, no server layer", "Hops (oracle throughputs)"):
-        hops = {k: mean_of(hops_tag, k) for k in keys}
+        hops = {k: _mean_of(records, hops_tag, k) for k in keys}
         for base in ("Sia", "Gavel"):
-            other = {k: mean_of(base, k) for k in keys}
+            other = {k: _mean_of(records, base, k) for k in keys}
             if any(hops[k] is None or other[k] is None for k in (keys[0], keys[1], keys[3])):
                 continue
             cells = []
@@ -100,19 +102,16 @@ def shares(records: list[dict | None]) -> str:
     largest latency ratio and fragments per round against the full Hops's (the difference in brackets), and
     the share of Hops's average-JCT lead over each baseline the part accounts for, (row - Hops) / (baseline
     - Hops); "-" where Hops has no lead."""
-    def mean_of(tag: str, key: str) -> float | None:
-        return sc.mean(r["summary"].get(key) for r in records if r is not None and r["spec"]["tag"] == tag)
-
     keys = (("makespan_s", 3600.0), ("avg_jct_s", 3600.0), ("latency_ratio_max", 1.0),
             ("fragments_per_round", 1.0), ("fragments_waiting_per_round", 1.0))
-    full = {k: mean_of("Hops", k) for k, _ in keys}
+    full = {k: _mean_of(records, "Hops", k) for k, _ in keys}
     leads = {}
     for base in ("Sia", "Gavel"):
-        got, mine = mean_of(base, "avg_jct_s"), full["avg_jct_s"]
+        got, mine = _mean_of(records, base, "avg_jct_s"), full["avg_jct_s"]
         leads[base] = got - mine if got is not None and mine is not None else None
     rows = []
     for tag, part in ABLATIONS:
-        row = {k: mean_of(tag, k) for k, _ in keys}
+        row = {k: _mean_of(records, tag, k) for k, _ in keys}
         cells = []
         for k, scale in keys:
             h, m = full[k], row[k]

@@ -645,7 +645,7 @@ class ContinualAssignment:
             self.method = POP(self.problem, k, workers=1)
         else:
             tuned = {"prox_steps": prox_steps, "eta": prox_eta}
-            kw: dict[str, Any] = {k: v for k, v in tuned.items() if v is not None}
+            kw: dict[str, Any] = {name: value for name, value in tuned.items() if value is not None}
             self.method = WARM_METHODS[method](self.problem, fill=fill, upgrade=upgrade, **kw)
         self._sig: dict[Hashable, bytes] = {}
 

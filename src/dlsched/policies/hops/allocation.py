@@ -310,9 +310,13 @@ class HopsAllocation(EstimatingAllocation):
         is left; their demands join ``plan``'s."""
         cluster = view.cluster
         left = idle.copy()
-        for d in plan.demands:
-            for gpus, k in d.spread:
-                left[int(cluster.gpu_node[gpus[0]])] -= k
+
+        def take(demands: list[Demand]) -> None:  # the GPUs ``demands`` get, off ``left``
+            for d in demands:
+                for gpus, k in d.spread:
+                    left[int(cluster.gpu_node[gpus[0]])] -= k
+
+        take(plan.demands)
         planned = {d.job.job_id for d in plan.demands}
         plans = filled = 0
         while left.sum() > 0:
@@ -323,10 +327,8 @@ class HopsAllocation(EstimatingAllocation):
             plans += 1
             if not more.demands:
                 break
-            for d in more.demands:
-                planned.add(d.job.job_id)
-                for gpus, k in d.spread:
-                    left[int(cluster.gpu_node[gpus[0]])] -= k
+            take(more.demands)
+            planned.update(d.job.job_id for d in more.demands)
             filled += len(more.demands)
             plan.demands += more.demands
         plan.info["hops.fill_plans"] = float(plans)
