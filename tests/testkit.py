@@ -99,7 +99,7 @@ def with_estimator(policy: str, estimator, **settings):
 def assert_round_invariants(cluster, log, specs, *, exact_gangs: bool, packing: bool = False) -> None:
     """Every recorded decision: allocated jobs are active and not also being profiled, each on one GPU type,
     with exactly its request (``exact_gangs``) or an allowed count, and no GPU given beyond a full share
-    (profiling GPUs count as taken); a scheduler that packs (``packing``) may put two jobs' workers on one
+    (profiling GPUs count as taken, those of profiles started in an earlier round and still running too); a scheduler that packs (``packing``) may put two jobs' workers on one
     GPU, only under Gimbal's packing rules and within the GPU's memory."""
     by_id = {s.job_id: s for s in specs}
     assert log
@@ -119,7 +119,16 @@ def assert_round_invariants(cluster, log, specs, *, exact_gangs: bool, packing: 
         for placement in decision.profiles.values():
             for g in placement.gpus:
                 share[g] += 1.0
+        # a profile that outlasts its round still holds its GPUs, and the view shows them taken
+        held = {g for j in view.jobs for g in j.profile_placement.gpus}
+        assert all(j.profile_placement for j in view.jobs if j.profiling and not j.placement)
+        assert held <= {g for g in range(cluster.num_gpus) if view.busy_gpus()[g]}
+        for g in held:
+            share[g] += 1.0
         if packing:
+            given = {g for p in decision.profiles.values() for g in p.gpus}
+            given |= {g for a in decision.allocations.values() for g in a.placement.gpus}
+            assert not held & given  # no packing partner for a GPU being profiled
             _assert_packing(cluster, decision, by_id)
             continue
         assert max(share, default=0.0) <= 1.0 + 1e-9  # no GPU given twice

@@ -263,9 +263,6 @@ def test_jobs_being_profiled_are_not_the_waiting_queue_of_the_fragment_count():
     assert summary["fragments_waiting_per_round"] < summary["fragments_per_round"]
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception,
-                   reason="known defect (docs/simulator.md, 'Checks on every decision'): a profile holds its GPUs "
-                          "only in the round that starts it, so the run does not raise")
 def test_a_gpu_still_being_profiled_is_not_given_to_another_job():
     # Round 0 profiles job c on GPU 0; its profile (a checkpoint-restore and the profiling steps) outlasts the
     # 1 s round. Round 1 gives GPU 0 to job w while c is still being profiled there: two jobs on one GPU.

@@ -163,6 +163,9 @@ class Job:
     #: GPU types the job has been profiled on, and when its profiling ends.
     profiled_types: tuple[str, ...] = ()
     profiling_until_s: float = 0.0
+    #: The GPUs the job's profile holds until ``profiling_until_s`` (a profile may outlast the round that
+    #: started it; no other job may use these GPUs until it ends). Empty when no profile is running.
+    profile_placement: Placement = field(default_factory=Placement.empty)
     #: GPU-seconds per GPU type, for the allocation timeline and per-type accounting.
     gpu_s_by_type: dict[str, float] = field(default_factory=dict)
 

@@ -72,6 +72,9 @@ class JobView:
     #: GPU types the job was profiled on (empty until profiled), and whether profiling is still running.
     profiled_types: tuple[str, ...] = ()
     profiling: bool = False
+    #: The GPUs an unfinished profile holds (a profile may outlast the round that started it): no job may
+    #: be placed on them, as a real cluster's scheduler sees them taken. Empty when no profile is running.
+    profile_placement: Placement = field(default_factory=Placement.empty)
     #: Batch-size range the user declared for an adaptive job: (initial batch size, maximum batch size).
     #: Statistical efficiency is reported relative to the initial batch size. None for other jobs.
     batch_limits: tuple[int, int] | None = None
@@ -111,9 +114,32 @@ class ClusterView:
         raise KeyError(job_id)
 
     def busy_gpus(self) -> np.ndarray:
-        """Boolean mask of GPUs held by some job at the start of the round."""
+        """Boolean mask of GPUs held by some job at the start of the round (running or being profiled)."""
         mask = np.zeros(self.cluster.num_gpus, dtype=bool)
         for j in self.jobs:
             if j.placement:
                 mask[list(j.placement.gpus)] = True
+            if j.profile_placement:
+                mask[list(j.profile_placement.gpus)] = True
         return mask
+
+    def profiling_gpus(self) -> np.ndarray | None:
+        """Boolean mask of GPUs held by profiles still running at the start of the round; None if none are.
+
+        Those GPUs are out of every policy's reach this round: the pipeline reserves them for placement,
+        and allocation stages that count capacity subtract :meth:`profiling_gpus_by_type`."""
+        held = [g for j in self.jobs if j.profile_placement for g in j.profile_placement.gpus]
+        if not held:
+            return None
+        mask = np.zeros(self.cluster.num_gpus, dtype=bool)
+        mask[held] = True
+        return mask
+
+    def profiling_gpus_by_type(self) -> dict[str, int]:
+        """GPU type -> GPUs held by profiles still running (types without any are left out)."""
+        out: dict[str, int] = {}
+        type_of = self.cluster.gpu_type_of
+        for j in self.jobs:
+            for g in j.profile_placement.gpus:
+                out[type_of[g]] = out.get(type_of[g], 0) + 1
+        return out

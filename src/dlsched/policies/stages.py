@@ -254,6 +254,15 @@ class NoCoordination:
         return decision
 
 
+def reserve_profiling_gpus(view: ClusterView, plan: Plan) -> Plan:
+    """The plan with the GPUs of profiles still running added to its reserved GPUs, whatever the allocation
+    stage knew of them: no placement stage may hand out a GPU a profile holds."""
+    held = view.profiling_gpus()
+    if held is not None:
+        plan.reserved = held if plan.reserved is None else (plan.reserved | held)
+    return plan
+
+
 @dataclass
 class StagedScheduler:
     """A scheduler composed of one stage of each kind."""
@@ -276,7 +285,7 @@ class StagedScheduler:
         jobs = self.admission.admit(view)
         ordered = self.ordering.order(view, jobs)
         plan = self.allocation.allocate(view, ordered)
-        decision = self.placement.place(view, plan)
+        decision = self.placement.place(view, reserve_profiling_gpus(view, plan))
         decision.info.update(plan.info)
         return self.coordination.coordinate(view, decision)
 
@@ -288,7 +297,7 @@ class StagedScheduler:
             raise TypeError(f"allocation '{self.allocation.name}' does not plan inside a round")
         jobs = self.admission.admit(view)
         plan = more(view, self.ordering.order(view, jobs))
-        decision = self.placement.place(view, plan)
+        decision = self.placement.place(view, reserve_profiling_gpus(view, plan))
         decision.info.update(plan.info)
         return self.coordination.coordinate(view, decision)
 

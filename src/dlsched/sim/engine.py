@@ -166,8 +166,10 @@ class Engine:
         views = []
         for st in self.active.values():
             j = st.job
-            if j.status is JobStatus.PROFILING and j.profiling_until_s <= t:
-                j.status = JobStatus.QUEUED
+            if j.profiling_until_s <= t:
+                if j.status is JobStatus.PROFILING:
+                    j.status = JobStatus.QUEUED
+                j.profile_placement = Placement.empty()
             views.append(JobView(
                 spec=j.spec, status=j.status, placement=j.placement, batch_size=j.batch_size,
                 age_s=t - j.spec.submit_time_s, wait_s=t - j.spec.submit_time_s - j.attained_service_s,
@@ -176,6 +178,7 @@ class Engine:
                 estimated_duration_s=st.phys.estimated_duration_s(),
                 throughput_obs=[o for o in st.new_tput if o.time_s <= t], gradient_obs=st.new_grad,
                 profiled_types=j.profiled_types, profiling=j.profiling_until_s > t,
+                profile_placement=j.profile_placement if j.profiling_until_s > t else Placement.empty(),
                 batch_limits=st.batch_limits))
             st.new_tput, st.new_grad = [o for o in st.new_tput if o.time_s > t], []
         return ClusterView(time_s=t, round_s=self.config.round_s, cluster=self.cluster, jobs=views,
@@ -235,7 +238,7 @@ class Engine:
             c3 = time.perf_counter()
             restarts = self._apply(decision, t_apply)
             c4 = time.perf_counter()
-            record = self._round_record(round_no, t, policy_s, restarts, decision.profiles)
+            record = self._round_record(round_no, t, policy_s, restarts, self._profiles_running(t_apply))
             record.info = {k: float(v) for k, v in decision.info.items()}
             c5 = time.perf_counter()
             self._advance_round(t_apply, t_end)
@@ -246,7 +249,7 @@ class Engine:
             phase["round_record"] += c5 - c4
             self.rounds.append(record)
             round_no += 1
-            if record.running_jobs == 0 and not decision.profiles and next_pending >= len(self.pending):
+            if record.running_jobs == 0 and not self._profiles_running(t_apply) and next_pending >= len(self.pending):
                 idle_rounds += 1
                 if idle_rounds >= cfg.stall_rounds:
                     log.warning("no job could run for %d rounds; stopping with %d jobs unfinished",
@@ -275,7 +278,13 @@ class Engine:
                        policy=self.scheduler.name,
                        profiling={k for k, s in self.active.items() if s.job.profiling_until_s > t},
                        current={k: (s.job.placement, s.job.batch_size) for k, s in self.active.items()
-                                if s.job.placement})
+                                if s.job.placement},
+                       profile_held=self._profiles_running(t))
+
+    def _profiles_running(self, t: float) -> dict[str, Placement]:
+        """Job id -> the GPUs its profile holds, for every profile still running at ``t``."""
+        return {k: s.job.profile_placement for k, s in self.active.items()
+                if s.job.profiling_until_s > t and s.job.profile_placement}
 
     def _advance_round(self, t: float, t_end: float) -> None:
         """Advance to the round's end. A scheduler that plans inside a round (Hops) plans again at each
@@ -379,6 +388,7 @@ class Engine:
         j = st.job
         duration, obs = self.world.profile(st.phys, placement, t)
         j.profiling_until_s = t + duration
+        j.profile_placement = placement
         st.profile_s += duration
         j.status = JobStatus.PROFILING
         types = sorted({self.cluster.gpu_type_of[g] for g in placement.gpus})
@@ -551,7 +561,8 @@ class Engine:
     # -- records -------------------------------------------------------------------------------------
     def _round_record(self, round_no: int, t: float, policy_s: float, restarts: int,
                       profiles: dict[str, Placement]) -> RoundRecord:
-        # GPUs held come from the holder index (kept on placement changes), profiling GPUs on top
+        # GPUs held come from the holder index (kept on placement changes), GPUs of every profile still
+        # running on top (those started this round and those that outlast an earlier one)
         running = self._holders.running
         per_type = self._holders.used_by_type(g for placement in profiles.values() for g in placement.gpus)
         by_type = {tn: int(per_type[i]) for i, tn in enumerate(self.cluster.type_names)}

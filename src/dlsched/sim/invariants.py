@@ -8,6 +8,7 @@ that is not active fails the run loudly.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -35,28 +36,38 @@ def _gpu_list_problem(gpus: tuple[int, ...], num_gpus: int) -> str | None:
     return None
 
 
-def _holders(decision: Decision, gpu: int) -> list[str]:
-    """Jobs a decision gives ``gpu`` to (profiled or allocated), for the over-subscription message."""
-    jobs = [j for j, p in decision.profiles.items() if gpu in p.gpus]
+def _holders(decision: Decision, gpu: int, profile_held: Mapping[str, Placement]) -> list[str]:
+    """Jobs that hold ``gpu`` (a running profile) or that a decision gives it to (profiled or allocated), for
+    the over-subscription message."""
+    jobs = [f"{j} (still being profiled)" for j, p in profile_held.items() if gpu in p.gpus]
+    jobs += [j for j, p in decision.profiles.items() if gpu in p.gpus]
     jobs += [j for j, a in decision.allocations.items() if gpu in a.placement.gpus]
     return jobs
 
 
 def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSpec], *, allows_packing: bool,
                    rigid: bool, policy: str, profiling: set[str] | frozenset[str] = frozenset(),
-                   current: dict[str, tuple[Placement, int | None]] | None = None) -> None:
+                   current: dict[str, tuple[Placement, int | None]] | None = None,
+                   profile_held: Mapping[str, Placement] | None = None) -> None:
     """Raise :class:`PolicyError` naming the first broken invariant.
 
     ``profiling`` names jobs whose profiling has not finished; they may not be allocated GPUs yet.
+    ``profile_held`` maps each of them to the GPUs its profile still holds: those GPUs are taken, whole, for
+    as long as the profile runs, so no allocation or new profile may use them (packing included).
     ``current`` maps running jobs to their placement and batch size: an allocation that keeps both passed
     every per-job check when it was made, so only its share of the GPUs is counted again.
     """
     current = current or {}
+    profile_held = profile_held or {}
     share = np.zeros(cluster.num_gpus, dtype=float)
     n = cluster.num_gpus
+    for placement in profile_held.values():
+        share[list(placement.gpus)] += 1.0
     for job_id, placement in decision.profiles.items():
         if job_id not in active:
             raise PolicyError(f"{policy}: asked to profile '{job_id}', which is not an active job")
+        if job_id in profile_held:
+            raise PolicyError(f"{policy}: asked to profile '{job_id}' again while its profile is still running")
         if job_id in decision.allocations and decision.allocations[job_id].placement:
             raise PolicyError(f"{policy}: job '{job_id}' is both profiled and allocated in one round")
         gpus = placement.gpus
@@ -109,13 +120,28 @@ def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSp
             raise PolicyError(f"{policy}: job '{job_id}' is paused for {alloc.pause_s!r} s (expected 0..86400)")
         share[list(gpus)] += alloc.gpu_share
     if allows_packing:
+        _check_profiled_gpus_exclusive(decision, profile_held, policy)
         _check_packing(decision, cluster, active, policy)
         return
     over = np.nonzero(share > 1.0 + 1e-9)[0]
     if len(over):
         g = int(over[0])
-        raise PolicyError(f"{policy}: GPU {g} is given to jobs {_holders(decision, g)} whose shares sum to "
-                          f"{share[g]:.3f}")
+        raise PolicyError(f"{policy}: GPU {g} is given to jobs {_holders(decision, g, profile_held)} whose shares "
+                          f"sum to {share[g]:.3f}")
+
+
+def _check_profiled_gpus_exclusive(decision: Decision, profile_held: Mapping[str, Placement], policy: str) -> None:
+    """A GPU a running profile holds is no packing partner: nothing else may be given it."""
+    held = {g: j for j, p in profile_held.items() for g in p.gpus}
+    if not held:
+        return
+    given = list(decision.profiles.items())
+    given += [(j, a.placement) for j, a in decision.allocations.items()]
+    for job_id, placement in given:
+        for g in placement.gpus:
+            if g in held:
+                raise PolicyError(f"{policy}: GPU {g} is given to '{job_id}' while '{held[g]}' is still being "
+                                  f"profiled on it")
 
 
 def _check_worker_settings(job_id: str, mps_pct: tuple[int, ...], batch_split: tuple[float, ...], k: int,

@@ -188,6 +188,8 @@ class GavelAllocation(EstimatingAllocation):
             del self.isolated_time_s[job_id]
         new_round = view.round_s >= self.lease_s - 1e-9 or view.time_s >= self._lease_start + self.lease_s - 1e-6
         free = dict(view.cluster.gpus_per_type)
+        for gtype, held in view.profiling_gpus_by_type().items():  # profiles that outlast their round
+            free[gtype] -= held
         plan = Plan()
         if new_round:
             self._lease_start = view.time_s

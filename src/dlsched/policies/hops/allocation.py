@@ -251,12 +251,12 @@ class HopsAllocation(EstimatingAllocation):
 
     # -- one round -----------------------------------------------------------------------------------------
     def allocate(self, view: ClusterView, ordered: list[JobView]) -> Plan:
-        """The round's first plan: every GPU not held for profiling, the whole queue."""
+        """The round's first plan: every GPU no running profile holds, the whole queue."""
         t0 = time.perf_counter()
         self._rho.clear()
         est = self.require_estimator()
         est.update(view)
-        idle = _idle(view, held=lambda j: j.profiling)
+        idle = _idle(view, running_held=False)
         # the profiling queue feeds the store; an estimator attached in its place (the oracle) needs none
         profiles = self.profiling_queue(view, idle, est) if isinstance(est, HopsThroughput) else []
         profiled_now = {r.job.job_id for r in profiles}
@@ -280,7 +280,8 @@ class HopsAllocation(EstimatingAllocation):
         process on the same store) is not profiled there again. ``idle`` loses the GPUs taken."""
         cluster = view.cluster
         busy = view.busy_gpus()
-        taken = np.zeros(cluster.num_gpus, dtype=bool)
+        held = view.profiling_gpus()  # a GPU a profile still holds is no candidate, not even to take over
+        taken = np.zeros(cluster.num_gpus, dtype=bool) if held is None else held
         out: list[ProfileRequest] = []
         waiting = sorted((j for j in view.jobs if not j.placement and not j.profiling),
                          key=lambda j: (j.spec.submit_time_s, j.job_id))
@@ -347,7 +348,7 @@ class HopsAllocation(EstimatingAllocation):
         """A plan for GPUs that fell idle inside the round (fragments, finished jobs): running jobs keep their
         GPUs; waiting jobs in the window, widened by the sensitivity adjustment, may get the idle ones."""
         self.require_estimator().update(view)
-        idle = _idle(view, held=lambda j: bool(j.placement))
+        idle = _idle(view, running_held=True)
         pinned = [Demand(job=j, num_gpus=len(j.placement), gpu_type=view.cluster.gpu_type_of[j.placement.gpus[0]],
                          batch_size=j.batch_size, pinned=True)
                   for j in ordered if j.placement and not j.profiling]
@@ -601,13 +602,15 @@ def _profile_gpu(cluster, nodes, busy: np.ndarray, taken: np.ndarray, idle: np.n
     return (free or gpus)[0]
 
 
-def _idle(view: ClusterView, held) -> np.ndarray:
-    """Idle GPUs per server: every GPU but those of jobs for which ``held(job)`` is true."""
+def _idle(view: ClusterView, *, running_held: bool) -> np.ndarray:
+    """GPUs a plan may use, per server: every GPU but those profiles still hold and, with ``running_held``,
+    those of running jobs (a round's first plan may move running jobs; a plan inside a round may not)."""
     cluster = view.cluster
     idle = np.array([n.num_gpus for n in cluster.nodes], dtype=np.int64)
     for j in view.jobs:
-        if j.placement and held(j):
-            for node, gpus in j.placement.by_node(cluster).items():
+        held = [j.profile_placement, j.placement] if running_held else [j.profile_placement]
+        for placement in held:
+            for node, gpus in placement.by_node(cluster).items():
                 idle[node] -= len(gpus)
     return idle
 

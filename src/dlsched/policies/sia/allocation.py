@@ -250,6 +250,9 @@ class SiaAllocation(EstimatingAllocation):
         self._timeshare.forget(active)
         self._timeshare.track(view)
         blocked = reserved_gpus(cluster, self._reservations)
+        profiled = view.profiling_gpus()  # GPUs of profiles that outlast an earlier round are not free
+        if profiled is not None:
+            blocked = profiled if blocked is None else (blocked | profiled)
         reserved = np.zeros(len(cs.type_names), dtype=np.int64)
         if blocked is not None:
             for ti, t in enumerate(cs.type_names):
