@@ -2,7 +2,8 @@
 
 One table row per kind of bug. The cluster is one 4-GPU V100 node (GPUs 0-3) and one 4-GPU T4 node
 (GPUs 4-7); the jobs cover a rigid gang, an elastic job with a GPU range, a job that accepts V100s only,
-a hybrid-parallel job whose counts must be multiples of 2, and a job still being profiled.
+a hybrid-parallel job whose counts must be multiples of 2, and a job still being profiled (on GPU 3, in
+the rows whose profile outlasts an earlier round).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class Case:
     rigid: bool = False
     profiling: frozenset[str] = frozenset()
     current: dict[str, tuple[Placement, int | None]] = field(default_factory=dict)
+    #: Profiles started in an earlier round and still running: job -> the GPUs they hold.
+    held: dict[str, Placement] = field(default_factory=dict)
     #: Substrings the error message must contain (the job and/or GPU at fault, and what is wrong).
     expect: tuple[str, ...] = ()
 
@@ -60,7 +63,11 @@ def alloc(*gpus: int, batch: int | None = None, share: float = 1.0) -> Allocatio
 def run(case: Case, policy: str = "buggy") -> None:
     decision = Decision(allocations=dict(case.allocations), profiles=dict(case.profiles))
     check_decision(decision, CLUSTER, ACTIVE, allows_packing=case.packing, rigid=case.rigid, policy=policy,
-                   profiling=case.profiling, current=case.current)
+                   profiling=case.profiling, current=case.current, profile_held=case.held)
+
+
+#: ``fresh`` is being profiled on GPU 3 since an earlier round.
+STILL_PROFILING = {"profiling": frozenset({"fresh"}), "held": {"fresh": Placement((3,))}}
 
 
 BAD = {
@@ -117,6 +124,15 @@ BAD = {
     "double-books next to an unchanged running job": Case(
         allocations={"elastic": alloc(0, 1), "rigid": alloc(1, 2)},
         current={"elastic": (Placement((0, 1)), None)}, expect=("GPU 1", "'elastic'", "'rigid'")),
+    "gives a GPU a running profile holds": Case(allocations={"picky": alloc(3)}, **STILL_PROFILING,
+                                                expect=("GPU 3", "'picky'", "'fresh' is still being profiled")),
+    "packs onto a GPU a running profile holds": Case(allocations={"elastic": alloc(2, 3)}, packing=True,
+                                                     **STILL_PROFILING,
+                                                     expect=("GPU 3", "'elastic'", "'fresh' is still being profiled")),
+    "profiles on a GPU a running profile holds": Case(profiles={"pipeline": Placement((3,))}, **STILL_PROFILING,
+                                                      expect=("GPU 3", "'pipeline'", "still being profiled")),
+    "profiles a job whose profile still runs": Case(profiles={"fresh": Placement((4,))}, **STILL_PROFILING,
+                                                    expect=("'fresh'", "again while its profile is still running")),
 }
 
 
@@ -145,6 +161,9 @@ GOOD = {
     "a valid GPU list given unsorted": Case(allocations={"elastic": alloc(5, 4)}),
     "an unchanged running allocation": Case(allocations={"rigid": alloc(0, 1, batch=64)},
                                             current={"rigid": (Placement((0, 1)), 64)}),
+    "every GPU but the one a running profile holds": Case(allocations={"rigid": alloc(0, 1), "picky": alloc(2)},
+                                                          profiles={"pipeline": Placement((4,))},
+                                                          **STILL_PROFILING),
 }
 
 

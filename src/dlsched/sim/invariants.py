@@ -36,11 +36,9 @@ def _gpu_list_problem(gpus: tuple[int, ...], num_gpus: int) -> str | None:
     return None
 
 
-def _holders(decision: Decision, gpu: int, profile_held: Mapping[str, Placement]) -> list[str]:
-    """Jobs that hold ``gpu`` (a running profile) or that a decision gives it to (profiled or allocated), for
-    the over-subscription message."""
-    jobs = [f"{j} (still being profiled)" for j, p in profile_held.items() if gpu in p.gpus]
-    jobs += [j for j, p in decision.profiles.items() if gpu in p.gpus]
+def _holders(decision: Decision, gpu: int) -> list[str]:
+    """Jobs a decision gives ``gpu`` to (profiled or allocated), for the over-subscription message."""
+    jobs = [j for j, p in decision.profiles.items() if gpu in p.gpus]
     jobs += [j for j, a in decision.allocations.items() if gpu in a.placement.gpus]
     return jobs
 
@@ -119,15 +117,15 @@ def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSp
         if not (math.isfinite(alloc.pause_s) and 0.0 <= alloc.pause_s <= 86400.0):
             raise PolicyError(f"{policy}: job '{job_id}' is paused for {alloc.pause_s!r} s (expected 0..86400)")
         share[list(gpus)] += alloc.gpu_share
+    _check_profiled_gpus_exclusive(decision, profile_held, policy)
     if allows_packing:
-        _check_profiled_gpus_exclusive(decision, profile_held, policy)
         _check_packing(decision, cluster, active, policy)
         return
     over = np.nonzero(share > 1.0 + 1e-9)[0]
     if len(over):
         g = int(over[0])
-        raise PolicyError(f"{policy}: GPU {g} is given to jobs {_holders(decision, g, profile_held)} whose shares "
-                          f"sum to {share[g]:.3f}")
+        raise PolicyError(f"{policy}: GPU {g} is given to jobs {_holders(decision, g)} whose shares sum to "
+                          f"{share[g]:.3f}")
 
 
 def _check_profiled_gpus_exclusive(decision: Decision, profile_held: Mapping[str, Placement], policy: str) -> None:
