@@ -178,7 +178,7 @@ class Engine:
                 estimated_duration_s=st.phys.estimated_duration_s(),
                 throughput_obs=[o for o in st.new_tput if o.time_s <= t], gradient_obs=st.new_grad,
                 profiled_types=j.profiled_types, profiling=j.profiling_until_s > t,
-                profile_placement=j.profile_placement if j.profiling_until_s > t else Placement.empty(),
+                profile_placement=j.profile_placement,
                 batch_limits=st.batch_limits))
             st.new_tput, st.new_grad = [o for o in st.new_tput if o.time_s > t], []
         return ClusterView(time_s=t, round_s=self.config.round_s, cluster=self.cluster, jobs=views,
@@ -238,7 +238,8 @@ class Engine:
             c3 = time.perf_counter()
             restarts = self._apply(decision, t_apply)
             c4 = time.perf_counter()
-            record = self._round_record(round_no, t, policy_s, restarts, self._profiles_running(t_apply))
+            profiles_running = self._profiles_running(t_apply)
+            record = self._round_record(round_no, t, policy_s, restarts, profiles_running)
             record.info = {k: float(v) for k, v in decision.info.items()}
             c5 = time.perf_counter()
             self._advance_round(t_apply, t_end)
@@ -249,7 +250,7 @@ class Engine:
             phase["round_record"] += c5 - c4
             self.rounds.append(record)
             round_no += 1
-            if record.running_jobs == 0 and not self._profiles_running(t_apply) and next_pending >= len(self.pending):
+            if record.running_jobs == 0 and not profiles_running and next_pending >= len(self.pending):
                 idle_rounds += 1
                 if idle_rounds >= cfg.stall_rounds:
                     log.warning("no job could run for %d rounds; stopping with %d jobs unfinished",

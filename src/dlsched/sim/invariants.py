@@ -59,8 +59,6 @@ def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSp
     profile_held = profile_held or {}
     share = np.zeros(cluster.num_gpus, dtype=float)
     n = cluster.num_gpus
-    for placement in profile_held.values():
-        share[list(placement.gpus)] += 1.0
     for job_id, placement in decision.profiles.items():
         if job_id not in active:
             raise PolicyError(f"{policy}: asked to profile '{job_id}', which is not an active job")
@@ -129,7 +127,7 @@ def check_decision(decision: Decision, cluster: Cluster, active: dict[str, JobSp
 
 
 def _check_profiled_gpus_exclusive(decision: Decision, profile_held: Mapping[str, Placement], policy: str) -> None:
-    """A GPU a running profile holds is no packing partner: nothing else may be given it."""
+    """A GPU a running profile holds is taken whole, packing or not: nothing else may be given it."""
     held = {g: j for j, p in profile_held.items() for g in p.gpus}
     if not held:
         return

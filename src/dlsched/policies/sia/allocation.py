@@ -254,9 +254,10 @@ class SiaAllocation(EstimatingAllocation):
         if profiled is not None:
             blocked = profiled if blocked is None else (blocked | profiled)
         reserved = np.zeros(len(cs.type_names), dtype=np.int64)
-        if blocked is not None:
-            for ti, t in enumerate(cs.type_names):
-                reserved[ti] = int(sum(blocked[g] for n in cluster.nodes_of_type[t] for g in cluster.gpus_of_node(n)))
+        if blocked is not None:  # every round a profile runs: counted per type in one pass, not per GPU
+            per_type = np.bincount(cluster.gpu_type_index[blocked], minlength=len(cluster.type_names))
+            index = {t: i for i, t in enumerate(cluster.type_names)}
+            reserved[:] = [per_type[index[t]] for t in cs.type_names]
         cur_config = {j.job_id: current_config(cluster, cs, j.placement) for j in view.jobs if j.placement}
         forced_ids = self._forced_jobs(view)
         forced_use = np.zeros(len(cs.type_names), dtype=np.int64)
