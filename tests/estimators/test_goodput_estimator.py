@@ -187,6 +187,39 @@ def test_bootstrap_learns_the_world_from_profiling_and_running():
     assert xb[1] / xb[0] == pytest.approx(xa[1] / xa[0], rel=0.25)
 
 
+def test_a_per_gpu_batch_job_of_the_hops_world_is_learned_with_its_growing_batch():
+    # Hops's jobs keep their batch per GPU: the estimator must see their global batch grow with the count
+    # (not split one batch over more GPUs), and learn their scaling from the runs it observes
+    from dlsched.clusters import load_cluster
+
+    cluster = load_cluster("hops-64")
+    world = World(cluster, seed=0)
+    est = LearnedGoodputEstimator()
+    job = JobSpec("h", 0.0, "resnet50", 4, duration_s=36000.0, reference_gpu="1080ti",
+                  adaptivity=Adaptivity.STRONG_SCALING, gpu_counts=(1, 2, 4, 8), per_gpu_batch=True)
+    node = cluster.nodes_of_type["titanxp"][0]
+    gpus = list(cluster.gpus_of_node(node))
+
+    def script(r, view):
+        if r == 0:
+            return ("profile", "h", gpus[:1])
+        if view.jobs[0].profiling:
+            return None
+        return ("place", "h", gpus[:8])
+
+    sched = Scripted(est, script)
+    Engine(cluster, [job], sched, world, SimConfig(round_s=60.0, max_time_s=600.0)).run()
+    jv = sched.views[-1].jobs[0]
+    assert jv.batch_limits == (128, 128 * 8)
+    shapes = np.array([[1, 1], [1, 8]])
+    t = est.evaluate_many(jv, "titanxp", shapes)
+    assert list(t.batch_size) == [128, 128 * 8] and list(t.local_bsz) == [128, 128]
+    assert list(t.efficiency) == [1.0, 1.0]  # samples count the same whatever the global batch
+    truth = [world.rate(world.physics(job), 0.0, Placement.of(gpus[:k])).throughput_sps for k in (1, 8)]
+    assert t.throughput_sps == pytest.approx(truth, rel=0.05)
+    assert t.goodput[1] > 4 * t.goodput[0]  # eight GPUs are worth more than one: it is worth growing
+
+
 # -- batch sizes and shapes --------------------------------------------------------------------------------
 def test_strong_scaling_and_rigid_jobs_keep_their_batch_size():
     est = LearnedGoodputEstimator()

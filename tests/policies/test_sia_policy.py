@@ -190,6 +190,19 @@ def test_gpu_count_at_most_doubles_per_round():
     assert len(d.allocations["a"].placement) == 8  # alone in the cluster: the whole a100 node
 
 
+def test_a_requirement_set_without_the_double_grows_to_its_next_count():
+    # Hops's requirement sets need not hold twice the current count: {1, 4, 8} grows 1 -> 4 -> 8, one
+    # requirement per round, never straight to 8 and never stuck at 1
+    counts = (1, 4, 8)
+    js = JobSpec(job_id="a", submit_time_s=0.0, model="cifar10", num_gpus=4, batch_size=64, min_gpus=1,
+                 max_gpus=8, adaptivity=Adaptivity.STRONG_SCALING, gpu_counts=counts, per_gpu_batch=True)
+    s = sia()
+    d = s.schedule(view([jv(js, placement=[8])]))
+    assert len(d.allocations["a"].placement) == 4
+    d = s.schedule(view([jv(js, placement=list(d.allocations["a"].placement.gpus))]))
+    assert len(d.allocations["a"].placement) == 8
+
+
 @pytest.mark.parametrize(("growth_cap", "expected"), [("current", 2), ("largest-seen", 8)])
 def test_growth_cap_doubles_the_current_or_the_largest_count_seen(growth_cap, expected):
     # the job ran on 4 a100 GPUs before and runs on 1 now: 'current' doubles 1, 'largest-seen' doubles 4

@@ -72,6 +72,22 @@ def test_placement_sensitivity_follows_gradient_size_over_compute(world64):
     assert rho("gpt2-medium") < 1.4 and rho("resnet50") < 1.4
 
 
+def test_a_job_reports_its_batch_and_the_time_it_waits_on_synchronisation(world64):
+    # what a real job's timers and framework give a scheduler: its per-GPU batch, the global batch growing
+    # with the count, and the part of an iteration spent waiting on the all-reduce (none on one GPU)
+    c = world64.cluster
+    phys = world64.physics(hops_job("vgg11", counts=(1, 2, 4, 8, 16)))
+    assert phys.batch_limits() == (32, 32 * 16)
+    node_a, node_b = c.nodes_of_type["1080ti"][:2]
+    one = world64.rate(phys, 0.0, Placement.of(gpus_of(c, node_a, 1)))
+    across = world64.rate(phys, 0.0, Placement.of(gpus_of(c, node_a, 2) + gpus_of(c, node_b, 2)))
+    assert (one.local_bsz, one.batch_size, one.sync_time_s) == (32, 32, 0.0)
+    assert (across.local_bsz, across.batch_size) == (32, 128)
+    assert across.step_time_s == pytest.approx(128 / across.throughput_sps)
+    # vgg11's 133 M parameters over the network: most of the slower step is waiting on synchronisation
+    assert 0.5 * (across.step_time_s - one.step_time_s) < across.sync_time_s < across.step_time_s
+
+
 def test_equation_1_patterns():
     parts = {"T_d": 0.3, "T_f": 0.1, "T_b": 0.2, "T_u": 0.01, "T_c": 0.1}
     assert iteration_time(parts, 1) == pytest.approx(max(0.3, 0.22 + 0.01) + 0.1)

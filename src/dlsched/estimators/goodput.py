@@ -64,7 +64,9 @@ Batch size
     accounts for it; ``"adaptdl"`` (what Pollux's jobs do) tries AdaptDL's 50 unrounded geometric batches,
     forces accumulation on a single replica above ``B0`` and credits the batch that actually runs (see
     :func:`~dlsched.estimators.goodput_batches.adaptdl_batches`). Strong-scaling and rigid jobs
-    keep ``spec.batch_size`` (``B0`` if unset). Hybrid-parallel jobs (``spec.gpu_unit = P > 1``) run
+    keep ``spec.batch_size`` (``B0`` if unset) as their global batch, unless they run in fixed per-GPU batch
+    mode (``spec.per_gpu_batch``, Hops's jobs): then ``spec.batch_size`` is each replica's and the global
+    batch grows with the count, at efficiency 1 (the user scales the learning rate; the work is samples). Hybrid-parallel jobs (``spec.gpu_unit = P > 1``) run
     ``num_gpus // P`` data-parallel pipelines of ``P`` stages; ``local_bsz`` is then the micro-batch of one
     pipeline and the step model adds the ``P - 1`` micro-batch pipeline bubble.
 
@@ -299,7 +301,7 @@ class LearnedGoodputEstimator:
         # everything the arrays below depend on: jobs of one model with the same fitted models (FitMemo) and
         # the same request ask the same question, answered once (arrays shared read-only between entries)
         key = (pred, shapes.shape, shapes.tobytes(), spec.lower_gpus, spec.upper_gpus, spec.gpu_unit,
-               spec.adaptivity, spec.batch_size, job.batch_limits, st.stages)
+               spec.adaptivity, spec.batch_size, spec.per_gpu_batch, job.batch_limits, st.stages)
         got = self._parts.get(key)
         if got is not None:
             self._parts.move_to_end(key)
@@ -316,6 +318,8 @@ class LearnedGoodputEstimator:
         else:
             batches = candidate_batches(replicas, b0, bmax, limit, adaptive=adaptive,
                                         fixed_batch=float(spec.batch_size or b0))
+            if spec.per_gpu_batch and not adaptive:
+                batches = batches * replicas  # the batch is per replica: the global batch grows with the count
             local, accum = split_batches(batches, replicas, limit)
             ok = None
         step = pred.step(nodes[:, None], gpus[:, None], local, accum, st.stages)
@@ -332,7 +336,9 @@ class LearnedGoodputEstimator:
 
     def _select(self, st: JobState, job: JobView, e: CacheEntry) -> None:
         """Efficiency of every candidate batch, and the goodput-maximising one per shape."""
-        if job.batch_limits is None:
+        if job.batch_limits is None or job.spec.per_gpu_batch:
+            # a job in fixed per-GPU batch mode scales its learning rate with the count and is measured in
+            # samples: every sample counts the same whatever the global batch
             e.eff = np.ones_like(e.batches)
         else:
             sqr, var = st.grad if st.grad is not None else (1.0, self.prior_noise_ratio)

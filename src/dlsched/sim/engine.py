@@ -139,9 +139,7 @@ class Engine:
         self.pending = [_JobState(Job(spec=specs[i]), phys[i], order=n) for n, i in enumerate(order)]
         self._phys_by_id = {st.job.job_id: st.phys for st in self.pending}
         for st in self.pending:
-            if isinstance(st.phys, AdaptiveJobPhysics):
-                model = st.job.spec.model
-                st.batch_limits = (world.efficiency.init_batch_size(model), world.efficiency.max_batch_size(model))
+            st.batch_limits = st.phys.batch_limits()
         self.active: dict[str, _JobState] = {}
         self.done: list[_JobState] = []
         self.rounds: list[RoundRecord] = []

@@ -185,6 +185,12 @@ class JobPhysics(ABC):
     def progress_fraction(self, progress: float) -> float:
         return min(1.0, progress / self.total_work) if self.total_work > 0 else 1.0
 
+    def batch_limits(self) -> tuple[int, int] | None:
+        """The job's initial and largest global batch, as a real job's framework would report them, or None
+        for a job with no batch structure a scheduler could see (known only by a duration or an iteration
+        count); estimators then learn only a work rate per GPU type."""
+        return None
+
 
 class AdaptiveJobPhysics(JobPhysics):
     """A Sia/Pollux model: goodput = throughput x statistical efficiency."""
@@ -221,6 +227,10 @@ class AdaptiveJobPhysics(JobPhysics):
 
     def isolated_runtime_s(self, gpu_type, num_gpus):
         return self.world.isolated_runtime(self, gpu_type, num_gpus)
+
+    def batch_limits(self) -> tuple[int, int] | None:
+        eff = self.world.efficiency
+        return eff.init_batch_size(self.spec.model), eff.max_batch_size(self.spec.model)
 
 
 class SampleJobPhysics(AdaptiveJobPhysics):
@@ -309,6 +319,10 @@ class HopsJobPhysics(JobPhysics):
 
     def estimated_duration_s(self) -> float | None:
         return self.spec.duration_s
+
+    def batch_limits(self) -> tuple[int, int] | None:
+        """A fixed per-GPU batch: the global batch runs from one GPU's to the largest requirement's."""
+        return self.hops.batch, self.hops.batch * max(self.spec.requirement_set())
 
     def isolated_runtime_s(self, gpu_type, num_gpus):
         per_node = max((n.num_gpus for n in self.world.cluster.nodes if n.gpu_type == gpu_type), default=1)

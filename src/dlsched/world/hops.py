@@ -173,18 +173,28 @@ class HopsPhysics:
     def samples_per_s(self, gpu_type: str, node_counts: tuple[int, ...], hosts: tuple[str, ...] = ()) -> float:
         """Samples per second on ``node_counts`` GPUs per server; ``hosts`` names each server's host
         (default nominal), and the slowest server gates the job."""
+        step, _ = self.step_times(gpu_type, node_counts, hosts)
+        k = sum(c for c in node_counts if c > 0)
+        return k * self.batch / step if step > 0 else 0.0
+
+    def step_times(self, gpu_type: str, node_counts: tuple[int, ...],
+                   hosts: tuple[str, ...] = ()) -> tuple[float, float]:
+        """One iteration's time and the part of it spent waiting on gradient synchronisation beyond compute
+        (what a job's own timers measure as sync time), both gated by the slowest server; ``(0, 0)`` where
+        the job cannot run."""
         gpu = GPUS.get(gpu_type)
         used = [c for c in node_counts if c > 0]
         if gpu is None or not used:
-            return 0.0
+            return 0.0, 0.0
         k, n = sum(used), len(used)
         per_node = self._gpus_per_node.get(gpu_type, max(used))
-        slowest = 0.0
+        slowest, slowest_alone = 0.0, 0.0
         for i in range(n):
             host = hosts[i] if i < len(hosts) else ""
             parts = iteration_parts(self.model, gpu, k, n, host_core_ghz_per_gpu(host, per_node), self.batch)
             slowest = max(slowest, iteration_time(parts, self.model.pattern))
-        return k * self.batch / slowest if slowest > 0 else 0.0
+            slowest_alone = max(slowest_alone, iteration_time({**parts, "T_c": 0.0}, self.model.pattern))
+        return slowest, max(0.0, slowest - slowest_alone)
 
     def total_samples(self) -> float:
         """The job's work: its run time on the request (packed on the reference type, nominal host)."""
@@ -208,12 +218,13 @@ def hops_rate(phys: HopsPhysics, world: World, gpu_type: str, node_counts: tuple
     hosts: tuple[str, ...] = ()
     if nodes is not None:
         hosts = tuple(world.cluster.nodes[int(n)].host for n in nodes)
-    sps = phys.samples_per_s(gpu_type, node_counts, hosts)
-    if sps <= 0 or not math.isfinite(sps):
+    step, sync = phys.step_times(gpu_type, node_counts, hosts)
+    if step <= 0 or not math.isfinite(step):
         return Rate(0.0)
     k = sum(node_counts)
-    return Rate(work_per_s=sps, batch_size=phys.batch * k, local_bsz=phys.batch, step_time_s=k * phys.batch / sps,
-                throughput_sps=sps)
+    sps = k * phys.batch / step
+    return Rate(work_per_s=sps, batch_size=phys.batch * k, local_bsz=phys.batch, step_time_s=step,
+                sync_time_s=sync, throughput_sps=sps)
 
 
 def observation_details(phys: HopsPhysics, world: World, gpu_type: str,

@@ -195,14 +195,17 @@ def build_options(inp: RoundInputs, jobs: list[JobView], est: GoodputEstimator,
     whisker = np.where(known[grp], 1.0, 1.0 + 1e-3 * o_t / max(1, ntypes))
     G = np.where(unk, nmin[grp] * whisker, G)
     keep = G > 0
-    # doubling limit: at most twice the current GPU count, but always each type's smallest option
+    # doubling limit: at most twice the current GPU count, but always each type's smallest option and the
+    # job's next count above the current one (a requirement set such as {1, 4, 16} has no count at double
+    # the current; without this step the job could never grow)
     if obj.max_doubling:
         seg_new = np.ones(len(o_t), dtype=bool)
         seg_new[1:] = (grp[1:] != grp[:-1]) | (o_t[1:] != o_t[:-1])
         seg_starts = np.nonzero(seg_new)[0]
         seg_id = np.cumsum(seg_new) - 1
         smallest = np.minimum.reduceat(np.where(keep, o_k, big), seg_starts)[seg_id]
-        cap = np.maximum(2 * now_a[grp], smallest)
+        next_up = np.minimum.reduceat(np.where(keep & (o_k > now_a[grp]), o_k, big), starts)[grp]
+        cap = np.maximum(np.maximum(2 * now_a[grp], smallest), np.where(next_up < big, next_up, 0))
         keep &= (o_k <= cap) | rigid_a[grp]
     is_cur = (o_t == cur_t_a[grp]) & (o_k == cur_k_a[grp])
     keep |= is_cur & (G > 0)
