@@ -116,6 +116,17 @@ def test_gimbal_under_lucid_keeps_the_invariants_and_packs_unequal_jobs():
     assert any(a.mps_pct or a.batch_split for _, d in rec.log for a in d.allocations.values())
 
 
+@pytest.mark.parametrize(("policy", "objective"), [("lucid", "jct"), ("gandiva", "deadline"),
+                                                  ("gavel-packing", "makespan"), ("slurm", "jct")])
+def test_gimbal_serves_the_base_schedulers_objective_unless_told_otherwise(policy, objective):
+    # `--policy gavel-packing --coordinator gimbal` minimises makespan without a --set: section 7.1 pairs
+    # each scheduler with its own objective (Slurm names none, and Gimbal's default, JCT, stays)
+    assert build_scheduler(policy, coordination="gimbal").coordination.objective == objective
+    for key in ("objective", "coordination.objective", "gimbal.objective"):
+        chosen = build_scheduler(policy, coordination="gimbal", settings={key: "jct"})
+        assert chosen.coordination.objective == "jct"
+
+
 def test_an_unknown_objective_is_refused():
     from dlsched.core import InputError
 

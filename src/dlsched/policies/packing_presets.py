@@ -54,13 +54,14 @@ register_scheduler("slurm", SchedulerEntry(
 register_scheduler("lucid", SchedulerEntry(
     description="Lucid: shortest job first, packing equal-size jobs that pass its sharing test on profiled "
                 "sharing scores and memory (relaxed=true: unequal packing, Gimbal's evaluation mode)",
-    ordering="sjf", allocation="packing-gang", placement="packing", coordination="packing"))
+    ordering="sjf", allocation="packing-gang", placement="packing", coordination="packing", objective="jct"))
 register_scheduler("gandiva", SchedulerEntry(
     description="Gandiva with packing: FCFS (earliest deadline first among jobs with deadlines), introspective "
                 "packing of equal-size jobs, pairs slower than taking turns unpacked (relaxed=true: unequal)",
-    ordering="edf", allocation="packing-gang", placement="gandiva", coordination="packing"))
+    ordering="edf", allocation="packing-gang", placement="gandiva", coordination="packing",
+    objective="deadline"))
 register_scheduler("gavel-packing", SchedulerEntry(
     description="Gavel's packing policy for makespan: LP over time fractions of single jobs and equal-size "
                 "packed pairs (profiled pair speeds), round-based priorities (relaxed=true: unequal pairs)",
     ordering="fifo", allocation="gavel-packing", placement="gavel-packing", coordination="packing",
-    round_s=360.0))
+    round_s=360.0, objective="makespan"))

@@ -80,6 +80,9 @@ class SchedulerEntry:
     coordination: str = "none"
     #: Round length the preset's paper uses (seconds); a run that does not say otherwise uses it.
     round_s: float = 60.0
+    #: What the scheduler optimises (``jct``, ``deadline``, ``makespan``), when it is one of these: a
+    #: coordinator that serves an objective (Gimbal) serves this one unless the run sets its own.
+    objective: str | None = None
 
     def stage(self, kind: str) -> str:
         return str(getattr(self, kind))
@@ -275,6 +278,7 @@ def build_scheduler(policy: str, *, admission: str | None = None, ordering: str 
     overridden = {k for k, v in given.items() if v is not None and v != entry.stage(k)}
     used: set[str] = set()
     _relaxed_default(names, settings, used)
+    _objective_default(entry, names, settings, used)
     chosen = {k: _instantiate(k, names[k], settings, used, seed, names["ordering"]) for k in STAGE_KINDS}
     unknown = sorted(set(settings) - used)
     if unknown:
@@ -298,6 +302,19 @@ def _relaxed_default(names: dict[str, str], settings: dict[str, str], used: set[
         if "relaxed" in _lookup(kind, names[kind]).tunables():
             settings[f"{kind}.relaxed"] = "true"
             used.add(f"{kind}.relaxed")
+
+
+def _objective_default(entry: SchedulerEntry, names: dict[str, str], settings: dict[str, str],
+                       used: set[str]) -> None:
+    """A coordination with an ``objective`` tunable (Gimbal) serves the base scheduler's objective unless
+    the run sets one: Gimbal under Gavel's packing policy minimises makespan, under Gandiva it meets
+    deadlines (section 7.1 pairs each scheduler with its own objective)."""
+    if entry.objective is None or "objective" not in _lookup("coordination", names["coordination"]).tunables():
+        return
+    if any(k.rpartition(".")[2] == "objective" for k in settings):
+        return
+    settings["coordination.objective"] = entry.objective
+    used.add("coordination.objective")
 
 
 def _balanced_default(names: dict[str, str], settings: dict[str, str], used: set[str]) -> None:
