@@ -66,9 +66,10 @@ Batch size
     :func:`~dlsched.estimators.goodput_batches.adaptdl_batches`). Strong-scaling and rigid jobs
     keep ``spec.batch_size`` (``B0`` if unset) as their global batch, unless they run in fixed per-GPU batch
     mode (``spec.per_gpu_batch``, Hops's jobs): then ``spec.batch_size`` is each replica's and the global
-    batch grows with the count, at efficiency 1 (the user scales the learning rate; the work is samples). Hybrid-parallel jobs (``spec.gpu_unit = P > 1``) run
-    ``num_gpus // P`` data-parallel pipelines of ``P`` stages; ``local_bsz`` is then the micro-batch of one
-    pipeline and the step model adds the ``P - 1`` micro-batch pipeline bubble.
+    batch grows with the count, at efficiency 1 (the user scales the learning rate; the work is samples).
+    Hybrid-parallel jobs (``spec.gpu_unit = P > 1``) run ``num_gpus // P`` data-parallel pipelines of ``P``
+    stages; ``local_bsz`` is then the micro-batch of one pipeline and the step model adds the ``P - 1``
+    micro-batch pipeline bubble.
 
 Opaque jobs
     Jobs without ``batch_limits`` (trace jobs known only by a duration or an iteration count) report no
