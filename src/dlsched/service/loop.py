@@ -1,0 +1,604 @@
+"""The service's round loop: the simulator's scheduler deciding, the team's own jobs running on Ray.
+
+Each round, as the simulator's engine does: follow the executor's node membership, fold what every job's
+workers reported into the job's row (progress, checkpoints, throughput and gradient observations), settle
+jobs whose workers ended (done, preempted, crashed, lost with their node, hung), show the scheduler a
+:class:`~dlsched.core.ClusterView` built only from those reports, check its decision with the simulator's
+invariant checker, and carry it out.
+
+A job whose placement does not change keeps running: its workers are not touched (an adaptive job whose
+batch changes is told through ``control.json`` and adapts between two steps). Only a job that moves, shrinks,
+grows or is preempted is stopped (it checkpoints on the way out) and started again on its new GPUs.
+
+Nothing accepted is lost when the service dies at any moment: a round writes its decision, the new
+placements and incarnations to the database in one transaction *before* it starts any worker, so a restarted
+service either finds the workers of the incarnation the database names (and re-attaches) or knows they never
+started or died (and starts the job again from its last checkpoint). Stops happen before that write: a
+crash after a stop leaves a database that names workers that are gone, which is again the restart case.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from dlsched.core import Adaptivity, Cluster, ClusterView, JobSpec, JobStatus, JobView, Placement
+from dlsched.core.view import GradientObservation, ThroughputObservation
+from dlsched.estimators.goodput import LearnedGoodputEstimator
+from dlsched.policies import Scheduler
+from dlsched.service import membership
+from dlsched.service.batch import choose_batch
+from dlsched.service.reports import REPORTS_FILE, digest, read_new_reports, write_control
+from dlsched.service.store import JobRecord, Store
+from dlsched.sim.invariants import PolicyError, check_decision
+
+log = logging.getLogger(__name__)
+
+FINISHED = ("succeeded", "failed", "cancelled")
+#: Exit code of a worker that could not find the checkpoint it was told to resume from.
+EXIT_NO_CHECKPOINT = 3
+
+
+class Executor(Protocol):
+    """What the loop asks of an executor (``dlsched.runtime.executor.RayExecutor`` or ``DryRunExecutor``)."""
+
+    def nodes(self) -> list[Any]: ...
+    def launch(self, spec: Any) -> None: ...
+    def poll(self, job_id: str) -> list[Any]: ...
+    def stop(self, job_ids: list[str], *, grace_s: float = 30.0) -> None: ...
+    def attach(self, job_id: str, incarnation: int, world_size: int) -> bool: ...
+    def forget(self, job_id: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """How the service runs rounds."""
+
+    round_s: float
+    #: One folder per job: control.json, reports.jsonl, logs/ (every node must see it).
+    jobs_dir: Path
+    #: One folder per job's checkpoints (every node must see it).
+    checkpoint_dir: Path
+    #: Seconds a stopped worker has to checkpoint and exit before it is killed.
+    stop_grace_s: float = 30.0
+    #: A running job that reports nothing for this long (after its start-up) counts as hung: a failure.
+    hang_s: float = 300.0
+    #: Seconds a job's profile runs on each GPU type (Sia's and Hops's profiling of new jobs).
+    profile_s: float = 20.0
+
+
+@dataclass
+class _Memory:
+    """What the loop keeps per job between rounds, beyond the database row (rebuilt after a restart)."""
+
+    spec: JobSpec | None = None
+    new_tput: list[ThroughputObservation] = field(default_factory=list)
+    new_grad: list[GradientObservation] = field(default_factory=list)
+    last_grad: tuple[float, float] | None = None
+    last_report_s: float | None = None
+    launched_s: float | None = None
+    #: Bytes of reports.jsonl consumed (None: not read from the database yet).
+    offset: int | None = None
+    #: Profile runs in flight: executor key -> (GPU type, global GPU id, end time).
+    profiles: dict[str, tuple[str, int, float]] = field(default_factory=dict)
+
+
+class RoundLoop:
+    """One service's rounds over its store and executor (see the module docstring)."""
+
+    def __init__(self, store: Store, executor: Executor, make_scheduler: Callable[[], Scheduler], *,
+                 options: LoopOptions, cluster_name: str, clock: Callable[[], float] = time.time) -> None:
+        self.store, self.executor, self.options = store, executor, options
+        self.make_scheduler, self.cluster_name, self.clock = make_scheduler, cluster_name, clock
+        self.scheduler: Scheduler = make_scheduler()
+        self.cluster: Cluster | None = None
+        self.batches = LearnedGoodputEstimator(mode="none")
+        self.memory: dict[str, _Memory] = {}
+        epoch = store.meta_get("epoch_s")
+        if epoch is None:
+            epoch = repr(self.clock())
+            store.meta_set("epoch_s", epoch)
+        self.epoch_s = float(epoch)
+        last = store.last_round_no()
+        self.round_no = 0 if last is None else last + 1
+        self.last_round_s: float | None = None
+        #: When the round thread last started a round (time.monotonic), for its cadence.
+        self.last_monotonic: float | None = None
+        self.last_policy_s = 0.0
+
+    # -- start-up ------------------------------------------------------------------------------------
+    def recover(self) -> None:
+        """After a start: re-attach every running job whose workers live; the others resume from their last
+        checkpoint (a restart, not a failure)."""
+        now = self.clock()
+        for job in self.store.active_jobs():
+            if job.status == "profiling":
+                self.store.update_job(job.id, status="queued")
+                continue
+            if job.status != "running":
+                continue
+            world = sum(len(v) for v in job.placement.values())
+            if self.executor.attach(job.id, job.incarnation, world):
+                self.memory[job.id] = _Memory(launched_s=now, last_report_s=now)
+                self.store.add_event(job.id, "reattached", f"workers of incarnation {job.incarnation} found "
+                                     f"alive after the service restarted", now_s=now)
+            else:
+                self.store.update_job(job.id, status="queued", placement={}, gpus=0, gpu_type=None,
+                                      restarts=job.restarts + 1)
+                self.store.add_event(job.id, "requeued", f"workers of incarnation {job.incarnation} gone after "
+                                     f"the service restarted; resumes from checkpoint step "
+                                     f"{job.last_checkpoint_step}", now_s=now)
+
+    def shutdown(self) -> None:
+        """A graceful stop: every running job checkpoints and stops, and waits in the queue as preempted
+        (never a failure) for the service's next start."""
+        now = self.clock()
+        jobs = [j for j in self.store.active_jobs() if j.status in ("running", "profiling")]
+        for job in jobs:
+            if job.status == "running":
+                write_control(self._job_dir(job.id), incarnation=job.incarnation, batch_size=None, stop=True)
+        keys = [j.id for j in jobs] + [k for m in self.memory.values() for k in m.profiles]
+        if keys:
+            self.executor.stop(keys, grace_s=self.options.stop_grace_s)
+        for key in keys:
+            self.executor.forget(key)
+        for job in jobs:
+            updates: dict[str, dict[str, Any]] = {}
+            self._catch_up_checkpoint(job, updates)
+            up = updates.get(job.id, {})
+            up.update(status="queued", placement={}, gpus=0, gpu_type=None)
+            if job.status == "running":
+                up["preemptions"] = job.preemptions + 1
+            self.store.update_job(job.id, **up)
+            self.store.add_event(job.id, "preempted", "the service stopped; resumes from checkpoint step "
+                                 f"{up.get('last_checkpoint_step', job.last_checkpoint_step)} at its next start",
+                                 now_s=now)
+
+    # -- one round -----------------------------------------------------------------------------------
+    def run_round(self) -> dict[str, Any]:
+        """Run one round; returns its summary (what the round row records)."""
+        r0 = time.perf_counter()
+        now = self.clock()
+        t = now - self.epoch_s
+        self._follow_membership(now)
+        assert self.cluster is not None
+        jobs = {j.id: j for j in self.store.active_jobs()}
+        updates: dict[str, dict[str, Any]] = {}
+        events: list[tuple[str, str, str, dict[str, Any]]] = []
+        for job in jobs.values():
+            self._reconcile(job, now, updates, events)
+        self._account(jobs, updates, now)
+        live = {k: _merged(j, updates.get(k, {})) for k, j in jobs.items()}
+        live = {k: j for k, j in live.items() if j.status not in FINISHED}
+        view = self._view(live, t)
+        p0 = time.perf_counter()
+        decision = self.scheduler.schedule(view)
+        policy_s = time.perf_counter() - p0
+        self.last_policy_s = policy_s
+        current = {k: (jv.placement, jv.batch_size) for k, jv in ((jv.job_id, jv) for jv in view.jobs) if jv.placement}
+        try:
+            check_decision(decision, self.cluster, {jv.job_id: jv.spec for jv in view.jobs},
+                           allows_packing=self.scheduler.traits.allows_packing, rigid=self.scheduler.traits.rigid,
+                           policy=self.scheduler.name, profiling={jv.job_id for jv in view.jobs if jv.profiling},
+                           current=current,
+                           profile_held={jv.job_id: jv.profile_placement for jv in view.jobs if jv.profile_placement})
+        except PolicyError as exc:  # a broken decision is never carried out: everyone keeps what they have
+            log.error("round %d: %s; decision dropped", self.round_no, exc)
+            decision.allocations = {k: _keep(jv) for k, jv in ((jv.job_id, jv) for jv in view.jobs) if jv.placement}
+            decision.profiles = {}
+        launches = self._apply(decision, view, live, updates, events, now)
+        summary = self._summary(view, decision, policy_s, t)
+        summary["round_s"] = time.perf_counter() - r0  # up to the round's commit
+        self.store.commit_round(self.round_no, t, _decision_record(decision, self.cluster), policy_s, summary,
+                                updates, events)
+        for job_id, spec, control in launches:
+            self._launch(job_id, spec, control, now)
+        self.round_no += 1
+        self.last_round_s = now
+        return summary
+
+    # -- membership ----------------------------------------------------------------------------------
+    def _follow_membership(self, now: float) -> None:
+        cluster = membership.build_cluster(self.cluster_name, self.executor.nodes())
+        if self.cluster is not None and membership.signature(cluster) == membership.signature(self.cluster):
+            return
+        if self.cluster is not None:
+            before = {n.name for n in self.cluster.nodes}
+            after = {n.name for n in cluster.nodes}
+            log.warning("membership changed: left %s, joined %s", sorted(before - after), sorted(after - before))
+            # stages keep per-cluster state (leases, configurations): start them afresh, with every job's
+            # observations replayed from the database
+            self.scheduler = self.make_scheduler()
+            for job_id, mem in self.memory.items():
+                tput, grad = self.store.observations(job_id)
+                mem.new_tput, mem.new_grad, mem.spec = list(tput), list(grad), None
+        self.cluster = cluster
+
+    # -- what the workers did ------------------------------------------------------------------------
+    def _reconcile(self, job: JobRecord, now: float, updates: dict[str, dict[str, Any]],
+                   events: list[tuple[str, str, str, dict[str, Any]]]) -> None:
+        mem = self.memory.get(job.id)
+        if mem is None:  # first sight since the start: replay its observations for the estimators
+            mem = self.memory[job.id] = _Memory()
+            tput, grad = self.store.observations(job.id)
+            mem.new_tput, mem.new_grad = list(tput), list(grad)
+            if grad:
+                mem.last_grad = (grad[-1].grad_sqr, grad[-1].grad_var)
+        up = updates.setdefault(job.id, {})
+        assert self.cluster is not None
+        placement = membership.to_global(self.cluster, job.placement) if job.placement else Placement.empty()
+        conf = placement.configuration(self.cluster) if placement else None
+        reports = self._new_reports(job.id, mem)
+        if reports:
+            d = digest(reports, incarnation=job.incarnation, gpu_type=conf.gpu_type if conf else None,
+                       num_nodes=conf.num_nodes if conf else 1, now_s=now)
+            if d.steps_done is not None and d.steps_done > job.steps_done:
+                up["steps_done"] = d.steps_done
+            if d.last_checkpoint_step is not None and d.last_checkpoint_step > job.last_checkpoint_step:
+                up["last_checkpoint_step"] = d.last_checkpoint_step
+            if d.progress is not None:
+                up["progress"] = d.progress
+            if d.last_report_s is not None:
+                mem.last_report_s = now
+            if d.throughput or d.gradient:
+                self.store.add_observations(job.id, d.throughput, d.gradient)
+                mem.new_tput.extend(d.throughput)
+                mem.new_grad.extend(d.gradient)
+                if d.gradient:
+                    mem.last_grad = (d.gradient[-1].grad_sqr, d.gradient[-1].grad_var)
+            events.extend((job.id, k, m, data) for k, m, data in d.events)
+            if d.error is not None:
+                up["message"] = d.error
+        self._settle_profiles(job, mem, now, up, events)
+        if job.cancel_requested and job.status not in FINISHED:
+            self.executor.stop([job.id, *mem.profiles], grace_s=self.options.stop_grace_s)
+            mem.profiles.clear()
+            up.update(status="cancelled", finished_s=now, placement={}, gpus=0, gpu_type=None)
+            events.append((job.id, "cancelled", "cancelled by its user", {}))
+            return
+        if job.status != "running":
+            return
+        if placement is None:  # a node it ran on left the cluster
+            self.executor.stop([job.id], grace_s=0.0)
+            self._requeue(job, up, events, "lost", f"a node of its placement left the cluster; resumes from "
+                          f"checkpoint step {up.get('last_checkpoint_step', job.last_checkpoint_step)}")
+            return
+        self._settle_workers(job, mem, now, up, events)
+
+    def _settle_workers(self, job: JobRecord, mem: _Memory, now: float, up: dict[str, Any],
+                        events: list[tuple[str, str, str, dict[str, Any]]]) -> None:
+        ranks = self.executor.poll(job.id)
+        states = [str(r.state) for r in ranks]
+        if ranks and all(s == "running" for s in states):
+            start = mem.launched_s or now
+            quiet = now - max(mem.last_report_s or start, start)
+            if quiet > self.options.hang_s:
+                self.executor.stop([job.id], grace_s=0.0)
+                self._fail(job, up, events, f"no report for {quiet:.0f} s: hung")
+            return
+        if not ranks or "lost" in states:
+            self.executor.stop([job.id], grace_s=0.0)
+            self._requeue(job, up, events, "lost", f"its workers were lost (node or process gone); resumes from "
+                          f"checkpoint step {up.get('last_checkpoint_step', job.last_checkpoint_step)}")
+            return
+        codes = [r.exit_code for r in ranks if str(r.state) == "exited"]
+        if any(s == "running" for s in states):
+            if all(c == 0 for c in codes):
+                return  # ranks finishing one after another
+            self.executor.stop([job.id], grace_s=self.options.stop_grace_s)
+        self.executor.forget(job.id)
+        if any(c == EXIT_NO_CHECKPOINT for c in codes):
+            msg = up.get("message") or job.message or "its checkpoint could not be found on resume"
+            up.update(status="failed", finished_s=now, placement={}, gpus=0, gpu_type=None, message=msg)
+            events.append((job.id, "failed", f"failed: {msg}", {}))
+        elif all(c == 0 for c in codes):
+            up.update(status="succeeded", finished_s=now, placement={}, gpus=0, gpu_type=None, progress=1.0)
+            events.append((job.id, "succeeded", f"finished at step {up.get('steps_done', job.steps_done)}", {}))
+        else:
+            bad = sorted({c for c in codes if c != 0}, key=lambda c: -1 if c is None else c)
+            self._fail(job, up, events, f"a worker exited with code {bad[0]}")
+
+    def _fail(self, job: JobRecord, up: dict[str, Any], events: list[tuple[str, str, str, dict[str, Any]]],
+              why: str) -> None:
+        failures = job.failures + 1
+        limit = job.submission.max_failures
+        if failures > limit:
+            up.update(status="failed", finished_s=self.clock(), placement={}, gpus=0, gpu_type=None,
+                      failures=failures, message=f"{why}; failed {failures} times (max_failures {limit})")
+            events.append((job.id, "failed", up["message"], {"failures": failures}))
+            return
+        up["failures"] = failures
+        self._requeue(job, up, events, "failure", f"{why} (failure {failures} of at most {limit}); resumes "
+                      f"from checkpoint step {up.get('last_checkpoint_step', job.last_checkpoint_step)}")
+
+    def _requeue(self, job: JobRecord, up: dict[str, Any], events: list[tuple[str, str, str, dict[str, Any]]],
+                 kind: str, message: str) -> None:
+        self.executor.forget(job.id)
+        up.update(status="queued", placement={}, gpus=0, gpu_type=None)
+        events.append((job.id, kind, message, {}))
+
+    def _settle_profiles(self, job: JobRecord, mem: _Memory, now: float, up: dict[str, Any],
+                         events: list[tuple[str, str, str, dict[str, Any]]]) -> None:
+        """Profile runs that ended (or ran their time) give the job its profiled types."""
+        if not mem.profiles:
+            if job.status == "profiling":
+                up["status"] = "queued"
+            return
+        finished = []
+        for key, (gtype, _gpu, end_s) in mem.profiles.items():
+            ranks = self.executor.poll(key)
+            if now >= end_s or not ranks or all(str(r.state) != "running" for r in ranks):
+                finished.append(key)
+        if finished:
+            self.executor.stop(finished, grace_s=0.0)
+        for key in finished:
+            gtype = mem.profiles.pop(key)[0]
+            self.executor.forget(key)
+            reports, _ = read_new_reports(self._job_dir(job.id) / "profiles" / gtype / REPORTS_FILE, 0)
+            d = digest(reports, incarnation=0, gpu_type=gtype, num_nodes=1, now_s=now)
+            types = tuple(sorted({*job.profiled_types, *up.get("profiled_types", ()), gtype}))
+            up["profiled_types"] = types
+            if d.throughput:
+                self.store.add_observations(job.id, d.throughput, [])
+                mem.new_tput.extend(d.throughput)
+            events.append((job.id, "profiled", f"profiled on {gtype}: {len(d.throughput)} step-time reports", {}))
+        if not mem.profiles:
+            up["status"] = "queued"
+
+    def _account(self, jobs: dict[str, JobRecord], updates: dict[str, dict[str, Any]], now: float) -> None:
+        """Charge running jobs the time since the last round (or since they started)."""
+        for job in jobs.values():
+            if job.status != "running" or not job.placement:
+                continue
+            since = self.last_round_s if self.last_round_s is not None else now
+            held = max(0.0, now - max(since, job.started_s or since))
+            n = sum(len(v) for v in job.placement.values())
+            up = updates.setdefault(job.id, {})
+            up["attained_service_s"] = job.attained_service_s + held
+            up["attained_gpu_s"] = job.attained_gpu_s + n * held
+
+    # -- the scheduler's view ------------------------------------------------------------------------
+    def _view(self, jobs: dict[str, JobRecord], t: float) -> ClusterView:
+        assert self.cluster is not None
+        views = []
+        for job in sorted(jobs.values(), key=lambda j: (j.submitted_s, j.id)):
+            mem = self.memory.setdefault(job.id, _Memory())
+            if mem.spec is None:
+                mem.spec = job.submission.to_job_spec(job.id, job.submitted_s - self.epoch_s, job.user)
+            spec = mem.spec
+            placement = membership.to_global(self.cluster, job.placement) if job.placement else Placement.empty()
+            held = Placement.of(sorted(g for _t, g, _e in mem.profiles.values()))
+            age = max(0.0, t - (job.submitted_s - self.epoch_s))
+            views.append(JobView(
+                spec=spec, status=_status(job.status), placement=placement or Placement.empty(),
+                batch_size=job.batch_size if placement else None, age_s=age,
+                wait_s=max(0.0, age - job.attained_service_s), attained_gpu_s=job.attained_gpu_s,
+                attained_service_s=job.attained_service_s, restarts=job.restarts, progress_fraction=job.progress,
+                start_time_s=None if job.started_s is None else job.started_s - self.epoch_s,
+                throughput_obs=mem.new_tput, gradient_obs=mem.new_grad, profiled_types=job.profiled_types,
+                profiling=bool(mem.profiles), profile_placement=held,
+                batch_limits=(spec.batch_size or 1, job.submission.max_batch_size or spec.batch_size or 1)
+                if spec.adaptivity is Adaptivity.ADAPTIVE else None))
+            mem.new_tput, mem.new_grad = [], []
+        view = ClusterView(time_s=t, round_s=self.options.round_s, cluster=self.cluster, jobs=views)
+        self.batches.update(view)
+        return view
+
+    # -- carrying the decision out -------------------------------------------------------------------
+    def _apply(self, decision: Any, view: ClusterView, jobs: dict[str, JobRecord],
+               updates: dict[str, dict[str, Any]], events: list[tuple[str, str, str, dict[str, Any]]],
+               now: float) -> list[tuple[str, Any, dict[str, Any]]]:
+        assert self.cluster is not None
+        moving: list[str] = []
+        plans: dict[str, tuple[Placement, int | None]] = {}
+        for jv in view.jobs:
+            job = jobs[jv.job_id]
+            alloc = decision.allocations.get(jv.job_id)
+            new = alloc.placement if alloc is not None else Placement.empty()
+            batch = self._batch(job, jv, new, alloc.batch_size if alloc is not None else None)
+            if new == jv.placement and jv.placement:
+                if batch != job.batch_size:
+                    updates.setdefault(job.id, {})["batch_size"] = batch
+                    write_control(self._job_dir(job.id), incarnation=job.incarnation, batch_size=batch, stop=False)
+                continue
+            if jv.placement:
+                moving.append(job.id)
+            plans[job.id] = (new, batch)
+        if moving:  # checkpoint and stop every job that moves or is preempted, all at once
+            for job_id in moving:
+                write_control(self._job_dir(job_id), incarnation=jobs[job_id].incarnation, batch_size=None, stop=True)
+            self.executor.stop(moving, grace_s=self.options.stop_grace_s)
+            for job_id in moving:
+                self.executor.forget(job_id)
+                self._catch_up_checkpoint(jobs[job_id], updates)
+        launches: list[tuple[str, Any, dict[str, Any]]] = []
+        for job_id, (new, batch) in plans.items():
+            job = jobs[job_id]
+            up = updates.setdefault(job_id, {})
+            if not new:
+                if job_id in moving:
+                    up.update(status="queued", placement={}, gpus=0, gpu_type=None,
+                              preemptions=job.preemptions + 1)
+                    events.append((job_id, "preempted", "preempted: its GPUs went to other jobs; resumes from "
+                                   f"checkpoint step {up.get('last_checkpoint_step', job.last_checkpoint_step)}", {}))
+                continue
+            conf = new.configuration(self.cluster)
+            incarnation = job.incarnation + 1
+            resumed = job.started_s is not None
+            up.update(status="running", placement=membership.to_stored(self.cluster, new), gpus=len(new),
+                      gpu_type=conf.gpu_type, batch_size=batch, incarnation=incarnation)
+            if job.started_s is None:
+                up["started_s"] = now
+            if resumed:
+                up["restarts"] = job.restarts + 1
+            step = up.get("last_checkpoint_step", job.last_checkpoint_step)
+            events.append((job_id, "placed", f"placed on {_where(self.cluster, new)} at batch {batch}"
+                           + (f", resuming from checkpoint step {step}" if step else ""),
+                           {"placement": up["placement"], "incarnation": incarnation}))
+            launches.append((job_id, self._launch_spec(job, new, batch, incarnation, step),
+                             {"incarnation": incarnation, "batch_size": batch}))
+        for job_id, placement in decision.profiles.items():
+            launches.extend(self._profile_launches(jobs[job_id], placement, updates, events, now))
+        return launches
+
+    def _batch(self, job: JobRecord, jv: JobView, placement: Placement, given: int | None) -> int | None:
+        sub = job.submission
+        if not placement:
+            return None
+        if sub.adaptivity == "per-gpu-batch":
+            return None if sub.batch_size is None else sub.batch_size * len(placement)
+        if sub.adaptivity != "adaptive":
+            return sub.batch_size
+        if given is not None:
+            return given
+        assert self.cluster is not None
+        init = sub.batch_size or 1
+        return choose_batch(self.batches, jv, self.cluster, placement, init_batch=init,
+                            max_batch=sub.max_batch_size or init, adaptive=True,
+                            last_grad=self.memory[job.id].last_grad, current=job.batch_size)
+
+    def _catch_up_checkpoint(self, job: JobRecord, updates: dict[str, dict[str, Any]]) -> None:
+        """Read what a stopped job wrote on its way out (its last checkpoint), so it resumes from there."""
+        reports = self._new_reports(job.id, self.memory.setdefault(job.id, _Memory()))
+        if not reports:
+            return
+        d = digest(reports, incarnation=job.incarnation, gpu_type=None, num_nodes=1, now_s=self.clock())
+        up = updates.setdefault(job.id, {})
+        if d.last_checkpoint_step is not None:
+            up["last_checkpoint_step"] = max(d.last_checkpoint_step, up.get("last_checkpoint_step", 0))
+        if d.steps_done is not None:
+            up["steps_done"] = max(d.steps_done, up.get("steps_done", job.steps_done))
+
+    def _launch_spec(self, job: JobRecord, placement: Placement, batch: int | None, incarnation: int,
+                     resume_step: int, *, job_dir: Path | None = None, extra: dict[str, str] | None = None) -> Any:
+        from dlsched.runtime.executor import LaunchSpec
+
+        assert self.cluster is not None
+        job_dir = job_dir or self._job_dir(job.id)
+        ckpt = self.options.checkpoint_dir / job.id
+        gtype = placement.configuration(self.cluster).gpu_type
+        slowdown = max((self._slowdown(n) for n, _ in membership.ranks_of(self.cluster, placement)), default=1.0)
+        env = {**job.submission.env,
+               "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+               "DLSCHED_JOB_ID": job.id, "DLSCHED_JOB_DIR": str(job_dir), "DLSCHED_CHECKPOINT_DIR": str(ckpt),
+               "DLSCHED_INCARNATION": str(incarnation), "DLSCHED_RESUME_STEP": str(resume_step),
+               "DLSCHED_BATCH_SIZE": "" if batch is None else str(batch), "DLSCHED_BATCH_SHARES": "",
+               "DLSCHED_GPU_TYPE": gtype, "DLSCHED_SLOWDOWN": f"{slowdown:.6g}", "DLSCHED_LR": "",
+               "PYTHONUNBUFFERED": "1", **(extra or {})}
+        return LaunchSpec(job_id=job.id if job_dir == self._job_dir(job.id) else f"{job.id}.{job_dir.name}",
+                          incarnation=incarnation, command=job.submission.command,
+                          working_dir=job.submission.working_dir, env=env,
+                          ranks=membership.ranks_of(self.cluster, placement), job_dir=job_dir)
+
+    def _profile_launches(self, job: JobRecord, placement: Placement, updates: dict[str, dict[str, Any]],
+                          events: list[tuple[str, str, str, dict[str, Any]]],
+                          now: float) -> list[tuple[str, Any, dict[str, Any]]]:
+        """One short single-GPU run per GPU type of the profile placement, in folders of their own (their
+        checkpoints never mix with the job's)."""
+        assert self.cluster is not None
+        mem = self.memory.setdefault(job.id, _Memory())
+        out = []
+        seen: set[str] = set()
+        for g in placement.gpus:
+            gtype = self.cluster.gpu_type_of[g]
+            if gtype in seen:
+                continue
+            seen.add(gtype)
+            pdir = self._job_dir(job.id) / "profiles" / gtype
+            spec = self._launch_spec(job, Placement.of([g]), job.submission.batch_size, 0, 0, job_dir=pdir,
+                                     extra={"DLSCHED_CHECKPOINT_DIR": str(pdir / "checkpoints"),
+                                            "DLSCHED_PROFILE_S": f"{self.options.profile_s:g}",
+                                            "DLSCHED_REPORT_S": "1"})
+            mem.profiles[spec.job_id] = (gtype, int(g), now + self.options.profile_s)
+            out.append((spec.job_id, spec, {"incarnation": 0, "batch_size": job.submission.batch_size}))
+        updates.setdefault(job.id, {})["status"] = "profiling"
+        events.append((job.id, "profiling", f"profiling on {', '.join(sorted(seen))}", {}))
+        return out
+
+    def _launch(self, key: str, spec: Any, control: dict[str, Any], now: float) -> None:
+        write_control(spec.job_dir, incarnation=control["incarnation"], batch_size=control["batch_size"], stop=False)
+        try:
+            self.executor.launch(spec)
+        except Exception as exc:  # the job waits for the next round, as after a crash
+            job_id = key.split(".", 1)[0]
+            log.warning("job %s could not start: %s", key, exc)
+            mem = self.memory.get(job_id)
+            if mem is not None and key in mem.profiles:
+                mem.profiles.pop(key)
+            else:
+                self.store.update_job(job_id, status="queued", placement={}, gpus=0, gpu_type=None)
+            self.store.add_event(job_id, "start-failed", f"could not start: {exc}", now_s=now)
+            return
+        mem = self.memory.setdefault(key.split(".", 1)[0], _Memory())
+        if "." not in key:
+            mem.launched_s, mem.last_report_s = now, now
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    def _new_reports(self, job_id: str, mem: _Memory) -> list[dict[str, Any]]:
+        """The job's reports past what was consumed, kept as telemetry; the consumed offset is stored with
+        them, so a restarted service continues where this one stopped."""
+        key = f"reports_offset:{job_id}"
+        if mem.offset is None:
+            mem.offset = int(self.store.meta_get(key) or 0)
+        reports, offset = read_new_reports(self._job_dir(job_id) / REPORTS_FILE, mem.offset)
+        if reports:
+            self.store.add_telemetry(job_id, reports)
+            self.store.meta_set(key, str(offset))
+            mem.offset = offset
+        return reports
+
+    def _job_dir(self, job_id: str) -> Path:
+        return self.options.jobs_dir / job_id
+
+    def _slowdown(self, node_name: str) -> float:
+        for n in self.executor.nodes():
+            if n.name == node_name:
+                return float(getattr(n, "slowdown", 1.0))
+        return 1.0
+
+    def _summary(self, view: ClusterView, decision: Any, policy_s: float, t: float) -> dict[str, Any]:
+        assert self.cluster is not None
+        used = {g for a in decision.allocations.values() for g in a.placement.gpus}
+        used |= {g for p in decision.profiles.values() for g in p.gpus}
+        running = sum(1 for a in decision.allocations.values() if a.placement)
+        by_type = {tn: 0 for tn in self.cluster.type_names}
+        for g in used:
+            by_type[self.cluster.gpu_type_of[g]] += 1
+        return {"time_s": t, "jobs": len(view.jobs), "running": running, "queued": len(view.jobs) - running,
+                "allocated_gpus": len(used), "gpus": self.cluster.num_gpus, "policy_s": policy_s,
+                **{f"gpus_{k}": v for k, v in by_type.items()}}
+
+
+def _merged(job: JobRecord, up: dict[str, Any]) -> JobRecord:
+    import dataclasses
+
+    return dataclasses.replace(job, **up) if up else job
+
+
+def _keep(jv: JobView) -> Any:
+    from dlsched.core.decision import Allocation
+
+    return Allocation(jv.placement, jv.batch_size)
+
+
+def _status(status: str) -> JobStatus:
+    return {"running": JobStatus.RUNNING, "profiling": JobStatus.PROFILING}.get(status, JobStatus.QUEUED)
+
+
+def _where(cluster: Cluster, placement: Placement) -> str:
+    parts = [f"{name} x{len(local)}" for name, local in membership.to_stored(cluster, placement).items()]
+    return ", ".join(parts) + f" ({placement.configuration(cluster).gpu_type})"
+
+
+def _decision_record(decision: Any, cluster: Cluster) -> dict[str, Any]:
+    """The decision as the database keeps it: placements by node name, so they read the same later."""
+    return {"allocations": {k: {"placement": membership.to_stored(cluster, a.placement), "batch_size": a.batch_size,
+                                "gpu_share": a.gpu_share} for k, a in decision.allocations.items()},
+            "profiles": {k: membership.to_stored(cluster, p) for k, p in decision.profiles.items()},
+            "info": {k: float(v) for k, v in decision.info.items()}}

@@ -1,0 +1,111 @@
+"""Nothing accepted is lost: ``kill -9`` of the service while its jobs train, and a Ray node killed under a job.
+
+Three jobs go in through the client, as a team would submit them: one of the shipped examples as it is, one
+adaptive job and one rigid job on two GPUs. The service is killed with ``kill -9`` while all three run and
+started again on the same ``--state``. All three must succeed, each job's steps must be contiguous from its
+checkpoints (no step past the last checkpoint lost, none done twice after it), and the database must hold
+every round's decision, numbered without a gap across the restart.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytest.importorskip("ray")
+pytest.importorskip("torch")
+pytest.importorskip("fastapi")
+
+from servicekit import (  # noqa: E402
+    EXAMPLES,
+    check_contiguous,
+    client,
+    kill9,
+    reports,
+    show,
+    start_service,
+    stop_service,
+    wait_for_server,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+def _spec(tmp: Path, name: str, **fields: Any) -> Path:
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"name": name, "working_dir": str(EXAMPLES), "max_failures": 2, **fields}))
+    return path
+
+
+def _submit(info: dict[str, Any], spec: Path) -> str:
+    out = json.loads(client(info, "submit", str(spec), "--format", "json").stdout)
+    return str(out["id"])
+
+
+def _all_succeeded(info: dict[str, Any], ids: list[str]) -> bool:
+    states = {j: show(info, j)["status"] for j in ids}
+    bad = {j: s for j, s in states.items() if s in ("failed", "cancelled")}
+    assert not bad, f"jobs ended badly: {bad}"
+    return all(s == "succeeded" for s in states.values())
+
+
+def _running_with_checkpoint(info: dict[str, Any], ids: list[str]) -> bool:
+    for j in ids:
+        s = show(info, j)
+        if s["status"] != "running" or s.get("last_checkpoint_step", 0) <= 0:
+            return False
+    return True
+
+
+def test_kill_minus_nine_loses_no_job_and_no_step(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    env = {"DLSCHED_CHECKPOINT_S": "2", "DLSCHED_REPORT_S": "1"}
+    specs = [
+        EXAMPLES / "mlp.yaml",
+        _spec(tmp_path, "adaptive-resnet", command="python resnet.py --epochs 3", gpus={"min": 1, "max": 2},
+              adaptivity="adaptive", batch_size=16, max_batch_size=64, env=env),
+        _spec(tmp_path, "rigid-transformer", command="python transformer.py --epochs 3", gpus=2,
+              adaptivity="rigid", batch_size=32, env=env),
+    ]
+    args = ("--cluster", "ray-local-4", "--round-s", "2", "--policy", "fifo")
+    proc = start_service(state, *args)
+    try:
+        info = wait_for_server(state, proc)
+        ids = [_submit(info, s) for s in specs]
+        wait_until("all three jobs running with a checkpoint", lambda: _running_with_checkpoint(info, ids),
+                   timeout_s=240)
+        rounds_before = _rounds(state)
+        kill9(proc)
+        restarted = time.time()
+        proc = start_service(state, *args)
+        info = wait_for_server(state, proc, since=restarted)
+        listed = json.loads(client(info, "jobs", "--all", "--format", "json").stdout)
+        assert sorted(j["id"] for j in listed) == sorted(ids), "the restarted service lost a job"
+        wait_until("all three jobs succeeded", lambda: _all_succeeded(info, ids), timeout_s=480, every_s=2.0)
+        for job_id in ids:
+            incarnations, last = check_contiguous(reports(state, job_id))
+            assert incarnations >= 1 and last > 0
+            detail = show(info, job_id)
+            assert detail["steps_done"] == last
+    finally:
+        stop_service(proc)
+    rounds = _rounds(state)
+    assert len(rounds) > len(rounds_before)
+    assert [r["round_no"] for r in rounds] == list(range(len(rounds))), "a round's decision is missing"
+    assert all(isinstance(r["decision"].get("allocations"), dict) for r in rounds)
+
+
+def _rounds(state: Path) -> list[dict[str, Any]]:
+    from dlsched.service.store import Store
+
+    store = Store.open(state)
+    try:
+        return store.rounds()
+    finally:
+        store.close()
