@@ -122,7 +122,7 @@ def test_a_user_borrows_only_what_its_teams_other_users_leave_unused():
     stage = QuotaAdmission()
     jobs = [job("b1", "bob", 1, running=True), job("a1", "alice", 6, submit=1), job("a2", "alice", 2, submit=2)]
     assert admitted(stage, view(jobs, q)) == ["b1", "a1"]  # bob leaves 3 unused, alice borrows 2 of them
-    assert stage.reasons["a2"] == "held: user alice at 6/4 GPUs, team vision's users has 1 to lend (needs 2)"
+    assert stage.reasons["a2"] == "held: user alice at 6/4 GPUs, team vision has 1 to lend (needs 2)"
 
 
 # -- held jobs come back ----------------------------------------------------------------------------------

@@ -64,7 +64,7 @@ class _Ledger:
         words = f"user {user} at {self.by_user[user]}/{entry.gpus} GPUs"
         if team is None:
             return _Limit(room, words + ", no team to borrow from")
-        return _Limit(room, words + _borrow_words(entry, self.by_user[user], lend, f"team {team}'s users"))
+        return _Limit(room, words + _borrow_words(entry, self.by_user[user], lend, f"team {team}"))
 
     def team_limit(self, user: str) -> _Limit:
         team = self.quotas.team(user)
