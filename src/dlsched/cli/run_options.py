@@ -49,6 +49,9 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Reuse an --out folder h
                                         "they are removed first, so old and new never mix.")]
 DataDirOpt = Annotated[str | None, typer.Option("--data-dir", help="Measured-data directory "
                                                 "[default: $DLSCHED_DATA, else ../shared/data].")]
+QuotasOpt = Annotated[str | None, typer.Option("--quotas", metavar="FILE", help="Per-user and per-team GPU "
+                                              "quota file (YAML, see docs/quotas.md), enforced by "
+                                              "--admission quota.")]
 
 #: Flags that name the scheduler: given with --config, the file's stages, tunables and label are dropped
 #: (they belong to the file's scheduler) unless given as well.

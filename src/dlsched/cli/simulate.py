@@ -22,6 +22,7 @@ from dlsched.cli.run_options import (
     MaxTimeOpt,
     OrderingOpt,
     PlacementOpt,
+    QuotasOpt,
     RoundOpt,
     SeedOpt,
     SetOpt,
@@ -74,6 +75,7 @@ def simulate(
     allocation: AllocationOpt = None,
     placement: PlacementOpt = None,
     coordination: CoordinationOpt = None,
+    quotas: QuotasOpt = None,
     set_: SetOpt = None,
     seed: SeedOpt = None,
     world_seed: WorldSeedOpt = None,
@@ -103,7 +105,7 @@ def simulate(
         cfg = build_config(config, set_, cluster=cluster, trace=trace, policy=policy, admission=admission,
                            ordering=ordering, allocation=allocation, placement=placement,
                            coordination=coordination, seed=seed, world_seed=world_seed, trace_seed=trace_seed,
-                           round_s=round_s, jobs=jobs, max_time_s=max_time_s, data_dir=data_dir)
+                           round_s=round_s, jobs=jobs, max_time_s=max_time_s, data_dir=data_dir, quotas=quotas)
         bar = LazyProgress(cfg.policy)
         try:
             records = run_simulation(cfg, on_progress=bar)

@@ -16,6 +16,7 @@ import numpy as np
 from dlsched.core.cluster import Cluster
 from dlsched.core.job import JobSpec, JobStatus
 from dlsched.core.placement import Placement
+from dlsched.core.quota import Quotas
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,8 @@ class ClusterView:
     gpu_scores: Mapping[str, np.ndarray] | None = None
     #: Application class of each model, as the profiling service labels it.
     model_class: Mapping[str, str] = field(default_factory=dict)
+    #: Per-user and per-team GPU quotas the ``quota`` admission stage enforces; None: no quotas.
+    quotas: Quotas | None = None
 
     def job(self, job_id: str) -> JobView:
         for j in self.jobs:

@@ -5,6 +5,7 @@ Importing this package registers every built-in stage and scheduler.
 
 from dlsched.policies import baselines as _baselines  # noqa: F401  (registers built-ins)
 from dlsched.policies import packing_presets as _packing_presets  # noqa: F401  (registers Slurm, Lucid)
+from dlsched.policies import quota as _quota  # noqa: F401  (registers the quota admission)
 from dlsched.policies.gavel import presets as _gavel_presets  # noqa: F401  (registers Gavel)
 from dlsched.policies.hops import presets as _hops_presets  # noqa: F401  (registers Hops, latency-ratio)
 from dlsched.policies.markets import presets as _markets_presets  # noqa: F401  (registers Themis, Shockwave)

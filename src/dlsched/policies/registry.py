@@ -285,6 +285,8 @@ def build_scheduler(policy: str, *, admission: str | None = None, ordering: str 
         raise InputError(f"policy '{policy}' ({', '.join(f'{k}={v}' for k, v in names.items())}) has no "
                          f"tunable '{unknown[0]}' (see 'dlsched policies')", field=unknown[0])
     check_combination(chosen, names, overridden)
+    if hasattr(chosen["admission"], "follow_allocation"):  # admission that counts GPUs as allocation will give them
+        chosen["admission"].follow_allocation(chosen["allocation"].traits)
     return StagedScheduler(name=policy, **chosen)
 
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any, cast
 import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from dlsched.core import InputError
+from dlsched.core import InputError, Quotas, load_quotas
 from dlsched.core.ranges import DAY_S, YEAR_S, Range
 from dlsched.policies.registry import STAGE_KINDS
 from dlsched.sim.metrics import FtfCombine, FtfDefinition, FtfIsolated, FtfShare
@@ -177,6 +177,8 @@ class RunConfig(BaseModel):
     charge_policy_time: bool = False
     #: Measured-data directory; None uses $DLSCHED_DATA, else ../shared/data (recorded resolved).
     data_dir: str | None = Field(None, min_length=1)
+    #: Per-user and per-team GPU quota file (YAML, docs/quotas.md) for the ``quota`` admission stage.
+    quotas: str | None = Field(None, min_length=1)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -188,6 +190,7 @@ class RunConfig(BaseModel):
         except InputError as exc:
             raise InputError(str(exc).removeprefix(f"field '{exc.field}': "),
                              field=f"world.{exc.field}" if exc.field else "world") from None
+        self.load_quotas()  # a bad quota file fails here, naming the file and its field
 
     @classmethod
     def parse(cls, data: Mapping[str, Any], source: str | None = None) -> RunConfig:
@@ -237,6 +240,10 @@ class RunConfig(BaseModel):
     @property
     def stage_overrides(self) -> dict[str, str | None]:
         return {s: getattr(self, s) for s in STAGES}
+
+    def load_quotas(self) -> Quotas | None:
+        """The quotas the ``quotas`` file declares; None without one."""
+        return None if self.quotas is None else load_quotas(self.quotas)
 
     def world_config(self) -> WorldConfig:
         """The options as the world takes them."""

@@ -38,6 +38,7 @@ from dlsched.core import (
     JobStatus,
     JobView,
     Placement,
+    Quotas,
     ThroughputObservation,
 )
 from dlsched.policies.stages import Scheduler
@@ -83,6 +84,7 @@ class SimConfig:
     #: has been computed, ``min(policy_s, round_s)`` after the round starts; until then the previous
     #: allocation keeps running. Off: decisions take effect at once (as the papers simulate).
     charge_policy_time: bool = False
+    quotas: Quotas | None = None  # per-user and per-team GPU quotas, handed to the scheduler in its view
 
 
 @dataclass
@@ -180,7 +182,7 @@ class Engine:
                 batch_limits=st.batch_limits))
             st.new_tput, st.new_grad = [o for o in st.new_tput if o.time_s > t], []
         return ClusterView(time_s=t, round_s=self.config.round_s, cluster=self.cluster, jobs=views,
-                           gpu_scores=self.gpu_scores, model_class=self.model_class)
+                           gpu_scores=self.gpu_scores, model_class=self.model_class, quotas=self.config.quotas)
 
     # -- main loop -----------------------------------------------------------------------------------
     def run(self) -> SimulationResult:

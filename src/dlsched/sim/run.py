@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dlsched.clusters import cluster_file, cluster_source
-from dlsched.core import Cluster, Decision, InputError, Node
+from dlsched.core import Cluster, Decision, InputError, Node, Quotas
 from dlsched.core.view import ClusterView
 from dlsched.estimators.base import GoodputEstimator
 from dlsched.policies import SCHEDULERS, Scheduler, build_scheduler
@@ -130,7 +130,9 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
             "trace_seed": config.trace_seed if config.trace_seed is not None else TUNED_SEED,
             "round_s": config.round_s if config.round_s is not None else default_round_s(config.policy),
             "world_seed": world_seed, "data_dir": data_dir,
-            "label": policy_label(config), **stages_used(config)})
+            "label": policy_label(config), **stages_used(config),
+            "quotas": None if config.quotas is None else str(Path(config.quotas).expanduser().resolve())})
+        quotas = _quotas_for(resolved, scheduler)
         # record the straggler-episode setting the world resolves (its default depends on gpu_speeds)
         resolved = resolved.model_copy(update={"world": resolved.world.model_copy(
             update={"straggler_episodes": resolved.world_config().episodes})})
@@ -140,7 +142,8 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
         _check_round_overheads(world, float(resolved.round_s))
         sim_cfg = SimConfig(round_s=float(resolved.round_s), seed=config.seed,
                             max_time_s=config.max_time_s, stall_rounds=config.stall_rounds,
-                            ftf=config.ftf.definition(), charge_policy_time=config.charge_policy_time)
+                            ftf=config.ftf.definition(), charge_policy_time=config.charge_policy_time,
+                            quotas=quotas)
         played = scheduler if on_decision is None else _Observed(scheduler, on_decision)
         engine = Engine(cluster, specs, played, world, sim_cfg, on_progress=on_progress)
         attach_oracle(scheduler, world, engine)
@@ -230,6 +233,18 @@ def attach_oracle(scheduler: Scheduler, world: World, engine: Engine) -> None:
         from dlsched.sim.monitor import WorldMonitor
 
         scheduler.attach_monitor(WorldMonitor(world))  # type: ignore[attr-defined]
+
+
+def _quotas_for(config: RunConfig, scheduler: Scheduler) -> Quotas | None:
+    """The run's quotas; refused when the admission stage would ignore them (a run that names a quota file
+    but admits everyone would report results as if quotas had held)."""
+    quotas = config.load_quotas()
+    admission = getattr(scheduler, "admission", None)
+    if quotas is not None and not getattr(admission, "uses_quotas", False):
+        name = getattr(admission, "name", "?")
+        raise InputError(f"admission '{name}' ignores quotas; only admission 'quota' enforces them "
+                         f"(add --admission quota)", field="quotas")
+    return quotas
 
 
 def _check_round_overheads(world: World, round_s: float) -> None:
