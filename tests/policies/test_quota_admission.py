@@ -193,7 +193,7 @@ def quota_runs(draw):
         else:
             rows.append({"job_id": f"j{i}", "submit_time_s": submit, "model": "cifar10", "num_gpus": gpus,
                          "user": user, "adaptivity": "adaptive", "min_gpus": 1, "batch_size": 128})
-    policy = draw(st.sampled_from(["fifo", "las", "pollux"]))
+    policy = draw(st.sampled_from(["fifo", "las", "pollux", "sia"]))
     return quotas(teams, users, default), rows, policy
 
 

@@ -21,6 +21,7 @@ fresh stage objects for every run, so no state leaks between runs.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
@@ -254,6 +255,17 @@ class NoCoordination:
         return decision
 
 
+def admitted_view(view: ClusterView, admitted: list[JobView]) -> ClusterView:
+    """The view the later stages see: the jobs admission let in (as it returned them, capped or not) and
+    every job that holds GPUs, so no stage can allocate to a held job or read a held job's request, and no
+    GPU a job holds looks free. When admission let everyone in unchanged, the view itself."""
+    if len(admitted) == len(view.jobs) and all(a is b for a, b in zip(admitted, view.jobs, strict=True)):
+        return view
+    ids = {j.job_id for j in admitted}
+    holding = [j for j in view.jobs if j.job_id not in ids and (j.placement or j.profile_placement)]
+    return dataclasses.replace(view, jobs=[*admitted, *holding])
+
+
 def reserve_profiling_gpus(view: ClusterView, plan: Plan) -> Plan:
     """The plan with the GPUs of profiles still running added to its reserved GPUs, whatever the allocation
     stage knew of them: no placement stage may hand out a GPU a profile holds."""
@@ -283,6 +295,7 @@ class StagedScheduler:
 
     def schedule(self, view: ClusterView) -> Decision:
         jobs = self.admission.admit(view)
+        view = admitted_view(view, jobs)
         ordered = self.ordering.order(view, jobs)
         plan = self.allocation.allocate(view, ordered)
         decision = self.placement.place(view, reserve_profiling_gpus(view, plan))
@@ -296,6 +309,7 @@ class StagedScheduler:
         if more is None:
             raise TypeError(f"allocation '{self.allocation.name}' does not plan inside a round")
         jobs = self.admission.admit(view)
+        view = admitted_view(view, jobs)
         plan = more(view, self.ordering.order(view, jobs))
         decision = self.placement.place(view, reserve_profiling_gpus(view, plan))
         decision.info.update(plan.info)
