@@ -48,7 +48,7 @@ MaxTimeOpt = Annotated[str | None, typer.Option("--max-time-s", metavar="SECONDS
 ForceOpt = Annotated[bool, typer.Option("--force", help="Reuse an --out folder holding an earlier run's results: "
                                         "they are removed first, so old and new never mix.")]
 DataDirOpt = Annotated[str | None, typer.Option("--data-dir", help="Measured-data directory "
-                                                "[default: $DLSCHED_DATA, else ../shared/data].")]
+                                                "[default: $DLSCHED_DATA, else the user data directory dlsched data fetch fills].")]
 
 #: Flags that name the scheduler: given with --config, the file's stages, tunables and label are dropped
 #: (they belong to the file's scheduler) unless given as well.
