@@ -20,6 +20,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 
 DataDirOpt = Annotated[Path | None, typer.Option(
     "--data-dir", help="Data directory to list or fill [default: $DLSCHED_DATA, else the user data directory].")]
+ManifestOpt = Annotated[Path | None, typer.Option(
+    "--manifest", help="A manifest file to use instead of the one packaged with dlsched (a newer data release, "
+                       "or a local test set).")]
 
 
 def _root(given: Path | None) -> Path:
@@ -33,7 +36,7 @@ def _mb(n: int) -> str:
 
 
 @app.command("list")
-def list_(fmt: FormatOpt = Format.table, data_dir: DataDirOpt = None) -> None:
+def list_(fmt: FormatOpt = Format.table, data_dir: DataDirOpt = None, manifest: ManifestOpt = None) -> None:
     """Every dataset: origin repository and commit, licence, size, and whether the data directory has it."""
 
     def run() -> None:
@@ -43,7 +46,7 @@ def list_(fmt: FormatOpt = Format.table, data_dir: DataDirOpt = None) -> None:
         from dlsched.data.status import dataset_status
 
         root = _root(data_dir)
-        rows = [dataset_status(d, root if root.is_dir() else None).row() for d in load_manifest()]
+        rows = [dataset_status(d, root if root.is_dir() else None).row() for d in load_manifest(manifest)]
         if fmt is Format.json:
             print_json_lines(rows)
             return
@@ -76,7 +79,7 @@ def fetch(names: Annotated[list[str] | None, typer.Argument(
               "--from", help="A data directory to copy the files no download brings from (checked against "
                              "their pinned sha256).")] = None,
           force: Annotated[bool, typer.Option("--force", help="Download again files already there.")] = False,
-          data_dir: DataDirOpt = None, fmt: FormatOpt = Format.table) -> None:
+          data_dir: DataDirOpt = None, manifest: ManifestOpt = None, fmt: FormatOpt = Format.table) -> None:
     """Download datasets from their origin repositories at the pinned commits, verify and convert them."""
 
     def run() -> None:
@@ -85,7 +88,7 @@ def fetch(names: Annotated[list[str] | None, typer.Argument(
         from dlsched.data.manifest import load_manifest, select
 
         wanted = list(names or [])
-        chosen = select(load_manifest(), wanted)
+        chosen = select(load_manifest(manifest), wanted)
         explicit = bool(wanted) and "all" not in wanted
         todo = []
         for d in chosen:

@@ -92,7 +92,10 @@ def _fetch_source(name: str, entry: FileEntry, source: Source, mirror: str | Non
     url = mirror_url(source.url, mirror)
     try:
         data = download(url)
-    except (OSError, urllib.error.URLError, ValueError) as exc:
+    except urllib.error.HTTPError as exc:
+        raise InputError(f"{name}/{entry.dest}: cannot download {url}: HTTP {exc.code} {exc.reason}",
+                         field="mirror" if mirror else None) from None
+    except (OSError, ValueError) as exc:  # URLError is an OSError
         reason = getattr(exc, "reason", None) or exc
         raise InputError(f"{name}/{entry.dest}: cannot download {url}: {reason}", field="mirror" if mirror
                          else None) from None
@@ -116,7 +119,8 @@ def _prepare(name: str, entry: FileEntry, mirror: str | None, staging: Path) -> 
                              f"know it)", field="convert")
         try:
             data = convert(parts, dict(entry.args or {}))
-        except (ValueError, TypeError, KeyError, SyntaxError, EOFError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 (whatever breaks decoding a verified upstream file - a pickle,
+            # a tarball, Python source - it is that file's problem, reported as one line naming it)
             raise InputError(f"{name}/{entry.dest}: cannot convert ({entry.convert}): {exc}") from None
     target = staging / entry.dest
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -98,6 +98,8 @@ class Dataset:
 
 
 def _get(raw: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: expected an object, got {raw!r}"[:200], field=key)
     value = raw.get(key)
     if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
         raise InputError(f"{where}: '{key}' must be {kind.__name__}, got {value!r}", field=key)
@@ -172,9 +174,13 @@ def parse_manifest(doc: dict[str, Any]) -> tuple[Dataset, ...]:
 
 def load_manifest(path: str | Path | None = None) -> tuple[Dataset, ...]:
     """The datasets of ``path``, or of the manifest packaged with dlsched when ``path`` is None."""
-    if path is not None:
-        return parse_manifest(json.loads(Path(path).read_text()))
-    return _packaged()
+    if path is None:
+        return _packaged()
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"manifest {path}: cannot read it: {exc}", field="manifest") from None
+    return parse_manifest(doc)
 
 
 @cache
