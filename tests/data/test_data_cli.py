@@ -7,7 +7,7 @@ from pathlib import Path
 
 import platformdirs
 import pytest
-from conftest import check_fetched
+from fetchkit import check_fetched
 from typer.testing import CliRunner
 
 from dlsched.cli import app

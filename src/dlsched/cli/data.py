@@ -19,7 +19,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="List the public datasets dlsched reads and fetch them into the data directory.")
 
 DataDirOpt = Annotated[Path | None, typer.Option(
-    "--data-dir", help="Data directory to list or fill [default: $DLSCHED_DATA, else the user data directory].")]
+    "--data-dir", help="Data directory to list or fill (default: $DLSCHED_DATA, else the user data directory).")]
 ManifestOpt = Annotated[Path | None, typer.Option(
     "--manifest", help="A manifest file to use instead of the one packaged with dlsched (a newer data release, "
                        "or a local test set).")]
@@ -71,10 +71,10 @@ def list_(fmt: FormatOpt = Format.table, data_dir: DataDirOpt = None, manifest: 
 
 @app.command()
 def fetch(names: Annotated[list[str] | None, typer.Argument(
-              metavar="[NAME...|all]", help="Datasets to fetch (see `dlsched data list`) [default: all].")] = None,
+              metavar="[NAME...|all]", help="Datasets to fetch (see `dlsched data list`); default: all.")] = None,
           mirror: Annotated[str | None, typer.Option(
               "--mirror", help="Base URL (or directory) laid out like upstream, used instead of the origin "
-                               "hosts [default: $DLSCHED_DATA_MIRROR].")] = None,
+                               "hosts (default: $DLSCHED_DATA_MIRROR).")] = None,
           copy_from: Annotated[Path | None, typer.Option(
               "--from", help="A data directory to copy the files no download brings from (checked against "
                              "their pinned sha256).")] = None,
