@@ -13,7 +13,6 @@ every run's resolved configuration in ``configs``) and each run's summary (``run
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from pathlib import Path
@@ -40,10 +39,6 @@ VARIANTS: tuple[tuple[str, str, dict[str, str]], ...] = (
      {"ftf_isolated": "max-min-lp", "ftf_age": "wall-clock", "throughputs": "bootstrap"}),
 )
 
-# Named traces read the measured data; default to the checkout's sibling data directory when unset.
-_DATA = ROOT.parent / "shared" / "data"
-if "DLSCHED_DATA" not in os.environ and _DATA.is_dir():
-    os.environ["DLSCHED_DATA"] = str(_DATA)
 
 
 def configs(workloads: int) -> list[Any]:

@@ -23,7 +23,6 @@ dirty, dlsched version, every run's resolved configuration in ``configs``) and e
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from pathlib import Path
@@ -57,9 +56,6 @@ ABLATION: tuple[tuple[str, str | None, dict[str, str]], ...] = (
     ("+restriction", "gimbal", {}),
 )
 
-_DATA = ROOT.parent / "shared" / "data"
-if "DLSCHED_DATA" not in os.environ and _DATA.is_dir():
-    os.environ["DLSCHED_DATA"] = str(_DATA)
 
 
 def configs(seeds: int, ablation_seeds: int) -> list[Any]:

@@ -24,7 +24,6 @@ import argparse
 import hashlib
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -38,12 +37,6 @@ RESULTS = RESULTS_DIR / "sia"
 TUNED = {"gavel", "shockwave", "themis"}
 NAMES = {"sia": "Sia", "pollux": "Pollux", "gavel": "Gavel+TJ", "shockwave": "Shockwave+TJ", "themis": "Themis+TJ"}
 MAX_WORKERS = 2
-
-# Named traces read the measured data from ../shared/data relative to the working directory; make the scripts
-# work from any directory by pointing DLSCHED_DATA at the checkout's sibling when it is not set.
-_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-if "DLSCHED_DATA" not in os.environ and _DATA.is_dir():
-    os.environ["DLSCHED_DATA"] = str(_DATA)
 
 #: Adds numbers to a run's summary from its records (runs in this process, after the run).
 Extract = Callable[[Any], dict[str, Any]]

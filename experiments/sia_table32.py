@@ -13,9 +13,6 @@ for Sia and Gavel (Pollux did worse on the physical cluster than simulated). Hen
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import sia_common as sc
 from sia_table34 import EXTRA_METRICS, add_calibration_arg
 
@@ -31,7 +28,9 @@ THESIS_SIMULATED = {"sia": "1", "pollux": "> physical ratio", "gavel": "0.50 (wi
 
 
 def trace_path() -> str:
-    return str(Path(os.environ["DLSCHED_DATA"]) / TRACE)
+    from dlsched.datadir import require_data
+
+    return str(require_data(TRACE, "Sia's physical-cluster workload"))
 
 
 def specs(seeds: int, calibrations: tuple[str, ...], policies: tuple[str, ...] = POLICIES) -> list[dict]:

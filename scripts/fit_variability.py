@@ -18,7 +18,7 @@ the estimators read when the data is present, so the fitted summary and the meas
 the metric or on which GPU is which.
 
 Usage: ``python scripts/fit_variability.py [--data-dir DIR]``; the default is ``$DLSCHED_DATA`` or
-``../shared/data`` (relative to the working directory).
+the user data directory that ``dlsched data fetch pal`` fills.
 """
 
 from __future__ import annotations

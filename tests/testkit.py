@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from dlsched.core import KNOWN_GPU_TYPES, Adaptivity, JobSpec, make_cluster
+from dlsched.datadir import target_dir
 
-DATA = Path(os.environ.get("DLSCHED_DATA", "../shared/data"))
+#: The data directory (``$DLSCHED_DATA``, else the user data directory ``dlsched data fetch`` fills).
+DATA = target_dir()
 
 
 def needs_data(*parts: str):

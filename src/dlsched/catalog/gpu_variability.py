@@ -213,7 +213,10 @@ def _load(family_name: str, benchmark: str, data_dir: str) -> MeasuredBenchmark:
     bench = next(b for b in FAMILIES[family_name].benchmarks if b.name == benchmark)
     path = Path(data_dir) / AGGREGATED_DIR / bench.file
     if not path.is_file():
-        raise InputError(f"variability profile '{family_name}': {path} not found (set DLSCHED_DATA)")
+        from dlsched.datadir import fetch_hint
+
+        raise InputError(f"variability profile '{family_name}': {path} not found (set DLSCHED_DATA)"
+                         f"{fetch_hint(AGGREGATED_DIR / bench.file)}")
     frame = pd.read_csv(path)
     if bench.score_column is not None:
         ordered = frame.sort_values("GPU_ID", kind="stable") if "GPU_ID" in frame.columns else frame

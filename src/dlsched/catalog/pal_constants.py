@@ -177,5 +177,7 @@ def _load_packaged() -> PalConstants:
 def _load_measured(data_dir: str) -> PalConstants:
     path = Path(data_dir) / MEASURED_FILE
     if not path.is_file():
-        raise InputError(f"PAL constants: {path} not found (set DLSCHED_DATA)")
+        from dlsched.datadir import fetch_hint
+
+        raise InputError(f"PAL constants: {path} not found (set DLSCHED_DATA){fetch_hint(MEASURED_FILE)}")
     return PalConstants(transcribe(json.loads(path.read_text(encoding="utf-8"))))

@@ -48,7 +48,7 @@ MaxTimeOpt = Annotated[str | None, typer.Option("--max-time-s", metavar="SECONDS
 ForceOpt = Annotated[bool, typer.Option("--force", help="Reuse an --out folder holding an earlier run's results: "
                                         "they are removed first, so old and new never mix.")]
 DataDirOpt = Annotated[str | None, typer.Option("--data-dir", help="Measured-data directory "
-                                                "[default: $DLSCHED_DATA, else ../shared/data].")]
+                                                "[default: $DLSCHED_DATA, else the user data directory dlsched data fetch fills].")]
 QuotasOpt = Annotated[str | None, typer.Option("--quotas", metavar="FILE", help="Per-user and per-team GPU "
                                               "quota file (YAML, see docs/quotas.md), enforced by "
                                               "--admission quota.")]

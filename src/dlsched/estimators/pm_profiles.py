@@ -128,7 +128,8 @@ def _required_data_dir(name: str, data_dir: Path | str | None) -> Path | str:
         return data_dir
     found = default_data_dir()
     if found is None:
-        raise InputError(f"variability profile '{name}' needs the data directory (set DLSCHED_DATA)")
+        raise InputError(f"variability profile '{name}' needs the data directory (set DLSCHED_DATA; "
+                         f"`dlsched data fetch pal` brings it)")
     return found
 
 

@@ -175,7 +175,7 @@ class RunConfig(BaseModel):
     #: computed (at most a round later), the previous allocation running meanwhile. Off by default, as the
     #: papers simulate; runs with it on depend on the machine's speed.
     charge_policy_time: bool = False
-    #: Measured-data directory; None uses $DLSCHED_DATA, else ../shared/data (recorded resolved).
+    #: Measured-data directory; None uses $DLSCHED_DATA, else the user data directory (recorded resolved).
     data_dir: str | None = Field(None, min_length=1)
     #: Per-user and per-team GPU quota file (YAML, docs/quotas.md) for the ``quota`` admission stage.
     quotas: str | None = Field(None, min_length=1)

@@ -81,12 +81,12 @@ def limit_jobs(specs: Sequence[JobSpec], n: int) -> list[JobSpec]:
 
 def _data_file(rel: str, spec: str) -> Path:
     """The file of a named trace, or an InputError naming the path, the setting and what is there."""
-    from dlsched.datadir import ENV_VAR, data_dir, require_data
+    from dlsched.datadir import ENV_VAR, data_dir, fetch_hint, require_data
 
     base = data_dir()
     if base is None:
         require_data(rel, f"named trace '{spec}'")  # raises, naming the directory it looked for
-        raise InputError(f"named trace '{spec}' needs the data directory (set {ENV_VAR})")
+        raise InputError(f"named trace '{spec}' needs the data directory (set {ENV_VAR}){fetch_hint(rel)}")
     path = base / rel
     if not path.is_file():
         hint = ""
@@ -97,7 +97,7 @@ def _data_file(rel: str, spec: str) -> Path:
                 hint = f"; that directory has: {shown}"
         setting = (f"{ENV_VAR}={os.environ[ENV_VAR]}" if os.environ.get(ENV_VAR)
                    else f"{ENV_VAR} unset, so the default {base} is used")
-        raise InputError(f"named trace '{spec}': {path} not found ({setting}){hint}")
+        raise InputError(f"named trace '{spec}': {path} not found ({setting}){hint}{fetch_hint(rel)}")
     return path
 
 

@@ -183,7 +183,8 @@ class GpuSpeeds:
         if source == "single-runs":
             if root is None or not has_measured_data(name, root):
                 raise InputError(f"GPU speeds from single runs need the measured '{name}' files in the data "
-                                 f"directory (set DLSCHED_DATA), or use gpu_speeds=medians", field="gpu_speeds")
+                                 f"directory (set DLSCHED_DATA; `dlsched data fetch pal` brings them), or use "
+                                 f"gpu_speeds=medians", field="gpu_speeds")
             runs = draw_runs(name, n, np.random.default_rng(seed), root)
             return cls(runs, n, family=name, origin="runs")
         rng = np.random.default_rng([_SEED_SALT, int(seed) % (1 << 63)])

@@ -1,0 +1,1 @@
+"""Public data dlsched reads: the manifest of datasets, and fetching them into the data directory."""
