@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from dlsched.service.store import JobRecord, Store
+
 from dlsched.core import Adaptivity, Cluster, ClusterView, JobSpec, JobStatus, JobView, Placement
 from dlsched.core.view import GradientObservation, ThroughputObservation
 from dlsched.estimators.goodput import LearnedGoodputEstimator
@@ -35,7 +37,6 @@ from dlsched.policies import Scheduler
 from dlsched.service import membership
 from dlsched.service.batch import choose_batch
 from dlsched.service.reports import REPORTS_FILE, digest, read_new_reports, write_control
-from dlsched.service.store import JobRecord, Store
 from dlsched.sim.invariants import PolicyError, check_decision
 
 log = logging.getLogger(__name__)
@@ -331,7 +332,7 @@ class RoundLoop:
                 up["status"] = "queued"
             return
         finished = []
-        for key, (gtype, _gpu, end_s) in mem.profiles.items():
+        for key, (_gtype, _gpu, end_s) in mem.profiles.items():
             ranks = self.executor.poll(key)
             if now >= end_s or not ranks or all(str(r.state) != "running" for r in ranks):
                 finished.append(key)
