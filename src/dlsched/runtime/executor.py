@@ -70,14 +70,15 @@ class RayExecutor:
     start_timeout_s = 60.0
 
     def __init__(self, ray: Any, state_dir: Path, *, local: ray_cluster.LocalRay | None,
-                 local_nodes: list[Node] | None, cluster: Cluster | None, slowdown: dict[str, float]) -> None:
+                 local_nodes: list[Node] | None, cluster: Cluster | None, reference_speed: float) -> None:
         self.ray = ray
         self.state_dir = Path(state_dir)
         self.namespace = ray_cluster.namespace_for(self.state_dir)
         self.local_ray = local
         self._local_nodes = local_nodes
         self._cluster = cluster
-        self._slowdown = slowdown
+        #: Emulated types are slowed relative to this speed (the fastest type known when it started).
+        self._reference = reference_speed
         self._types: dict[str, tuple[str, int, bool]] = {}
         self._skipped: set[str] = set()
         self._jobs: dict[str, _Job] = {}
@@ -108,7 +109,7 @@ class RayExecutor:
             info = ray_cluster.start_local_ray(state_dir)
         ray = cls._connect(info.address, ray_cluster.namespace_for(state_dir))
         return cls(ray, state_dir, local=info, local_nodes=list(cluster.nodes), cluster=cluster,
-                   slowdown=ray_cluster.type_slowdowns(cluster.type_names))
+                   reference_speed=ray_cluster.reference_speed(cluster.type_names))
 
     @classmethod
     def join(cls, address: str, state_dir: Path, cluster: Cluster | None) -> RayExecutor:
@@ -120,8 +121,9 @@ class RayExecutor:
             present = [t for n in ray.nodes() if n["Alive"]
                        for t in [ray_cluster.detect_type(ray, n, types)] if t is not None]
             declared = list(cluster.type_names) if cluster is not None else []
-            slowdown = ray_cluster.type_slowdowns(dict.fromkeys(declared + [t[0] for t in present if not t[2]]))
-            executor = cls(ray, Path(state_dir), local=None, local_nodes=None, cluster=cluster, slowdown=slowdown)
+            reference = ray_cluster.reference_speed(declared + [t[0] for t in present if not t[2]])
+            executor = cls(ray, Path(state_dir), local=None, local_nodes=None, cluster=cluster,
+                           reference_speed=reference)
             executor._types = types
             found = executor.nodes()
             if cluster is not None:
@@ -144,7 +146,7 @@ class RayExecutor:
             if head is None:
                 return []
             return [NodeInfo(n.name or str(n.node_id), n.gpu_type, n.num_gpus, str(head["NodeID"]), False,
-                             self._slowdown.get(n.gpu_type, 1.0)) for n in self._local_nodes]
+                             ray_cluster.slowdown(n.gpu_type, self._reference)) for n in self._local_nodes]
         out = []
         for raw in alive:
             try:
@@ -156,7 +158,7 @@ class RayExecutor:
                 continue
             gpu, count, real = found
             node = NodeInfo(ray_cluster.node_name(raw), gpu, count, str(raw["NodeID"]), real,
-                            1.0 if real else self._slowdown.get(gpu, 1.0))
+                            1.0 if real else ray_cluster.slowdown(gpu, self._reference))
             if self._cluster is not None and gpu not in self._cluster.type_names:
                 self._skip(node.ray_node_id, f"Ray node {node.name} has GPU type {gpu}, which cluster "
                                              f"{self._cluster.name} does not declare")

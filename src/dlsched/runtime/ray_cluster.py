@@ -50,14 +50,24 @@ def namespace_for(state_dir: Path) -> str:
     return "dlsched-" + hashlib.sha1(str(Path(state_dir).resolve()).encode()).hexdigest()[:12]
 
 
-def type_slowdowns(types: Iterable[str]) -> dict[str, float]:
-    """How much each type's steps are stretched, relative to the fastest of ``types`` (types without a
-    measured speed run unstretched)."""
+def reference_speed(types: Iterable[str]) -> float:
+    """The measured speed of the fastest of ``types``: the speed an emulated step runs at unstretched."""
     speeds = relative_speeds()
+    return max((speeds[t] for t in types if t in speeds), default=1.0)
+
+
+def slowdown(gpu: str, reference: float) -> float:
+    """How much an emulated ``gpu`` stretches a step against the reference speed (a type without a measured
+    speed, or one faster than the reference, runs unstretched)."""
+    speed = relative_speeds().get(gpu)
+    return 1.0 if speed is None else max(1.0, reference / speed)
+
+
+def type_slowdowns(types: Iterable[str]) -> dict[str, float]:
+    """:func:`slowdown` of each of ``types``, relative to the fastest of them."""
     types = list(types)
-    known = [speeds[t] for t in types if t in speeds]
-    fastest = max(known, default=1.0)
-    return {t: max(1.0, fastest / speeds[t]) if t in speeds else 1.0 for t in types}
+    reference = reference_speed(types)
+    return {t: slowdown(t, reference) for t in types}
 
 
 # -- the local Ray -------------------------------------------------------------------------------------
