@@ -103,7 +103,7 @@ class RayExecutor:
         info = ray_cluster.read_ray_json(state_dir)
         if info is not None and not ray_cluster.is_alive(info):
             log.warning("the Ray recorded in %s is gone; starting a new one", state_dir / "ray.json")
-            ray_cluster.stop_session(info.session, grace_s=1.0)
+            ray_cluster.stop_local_ray(state_dir, info, grace_s=1.0)
             info = None
         if info is None:
             info = ray_cluster.start_local_ray(state_dir)
@@ -118,17 +118,19 @@ class RayExecutor:
         ray = cls._connect(address, ray_cluster.namespace_for(Path(state_dir)))
         try:
             types: dict[str, tuple[str, int, bool]] = {}
-            present = [t for n in ray.nodes() if n["Alive"]
-                       for t in [ray_cluster.detect_type(ray, n, types)] if t is not None]
+            present = []
+            for raw in ray.nodes():
+                found = ray_cluster.detect_type(ray, raw, types) if raw["Alive"] else None
+                if found is None:
+                    continue
+                if cluster is not None:
+                    ray_cluster.check_declared(ray_cluster.node_name(raw), found[0], cluster)
+                present.append(found)
             declared = list(cluster.type_names) if cluster is not None else []
             reference = ray_cluster.reference_speed(declared + [t[0] for t in present if not t[2]])
             executor = cls(ray, Path(state_dir), local=None, local_nodes=None, cluster=cluster,
                            reference_speed=reference)
             executor._types = types
-            found = executor.nodes()
-            if cluster is not None:
-                for node in found:
-                    ray_cluster.check_declared(node, cluster)
         except BaseException:
             ray.shutdown()
             raise

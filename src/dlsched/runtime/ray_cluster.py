@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -33,7 +34,6 @@ from typing import Any
 from dlsched.core import Cluster, InputError
 from dlsched.core.gpu import KNOWN_GPU_TYPES
 from dlsched.runtime.emulation import relative_speeds
-from dlsched.runtime.executor_api import NodeInfo
 from dlsched.runtime.worker_host import free_port
 
 log = logging.getLogger(__name__)
@@ -84,18 +84,23 @@ class LocalRay:
         return json.dumps({"address": self.address, "temp_dir": self.temp_dir, "session": self.session})
 
 
-def _session_pids(session: int) -> list[int]:
-    """Live (non-zombie) processes of a session, found from /proc."""
+def session_pids(info: LocalRay) -> list[int]:
+    """Live (non-zombie) processes of a local Ray, found from /proc: those of its session that are Ray's
+    (their command line names its folder, or Ray renamed them ``ray::...``), so that a session number reused
+    after a reboot never picks an unrelated process."""
     out = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2:].split()
-        if fields[0] != "Z" and int(fields[3]) == session:
+        if fields[0] == "Z" or int(fields[3]) != info.session:
+            continue
+        if info.temp_dir in cmdline or cmdline.startswith("ray::"):
             out.append(int(entry))
     return out
 
@@ -111,7 +116,7 @@ def _gcs_listening(address: str) -> bool:
 
 def is_alive(ray_info: LocalRay) -> bool:
     """Whether the Ray of ``ray.json`` still runs: its session has processes and its GCS answers."""
-    return bool(_session_pids(ray_info.session)) and _gcs_listening(ray_info.address)
+    return bool(session_pids(ray_info)) and _gcs_listening(ray_info.address)
 
 
 def read_ray_json(state_dir: Path) -> LocalRay | None:
@@ -123,58 +128,72 @@ def read_ray_json(state_dir: Path) -> LocalRay | None:
         return None
 
 
-def start_local_ray(state_dir: Path, *, num_cpus: int | None = None, timeout_s: float = 120.0) -> LocalRay:
-    """Start a Ray head in a session of its own and record it in ``STATE/ray.json``."""
-    state_dir = Path(state_dir)
-    state_dir.mkdir(parents=True, exist_ok=True)
-    # Ray's socket paths must stay short: its folder is under the system's temporary folder, not STATE.
+def start_ray_node(args: list[str], *, num_cpus: int | None = None, timeout_s: float = 120.0) -> LocalRay:
+    """Run ``ray start`` with ``args`` (``--head ...`` or ``--address ...``) in a session of its own, in a new
+    short temporary folder (Ray's socket paths must stay short), every port it opens picked free."""
     temp_dir = tempfile.mkdtemp(prefix="dlsched-ray-")
-    port = free_port()
     ray_bin = Path(sys.executable).with_name("ray")
-    cmd = [str(ray_bin) if ray_bin.exists() else "ray", "start", "--head", "--port", str(port),
-           "--temp-dir", temp_dir, "--include-dashboard=false", "--disable-usage-stats",
-           "--dashboard-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
-           "--dashboard-agent-grpc-port", str(free_port()), "--runtime-env-agent-port", str(free_port()),
-           "--metrics-export-port", str(free_port()), "--num-cpus", str(num_cpus or os.cpu_count() or 1),
-           "--num-gpus", "0", "--object-store-memory", str(100 * 1024 * 1024)]
+    cmd = [str(ray_bin) if ray_bin.exists() else "ray", "start", *args,
+           "--temp-dir", temp_dir, "--disable-usage-stats",
+           "--dashboard-agent-listen-port", str(free_port()), "--dashboard-agent-grpc-port", str(free_port()),
+           "--runtime-env-agent-port", str(free_port()), "--metrics-export-port", str(free_port()),
+           "--num-cpus", str(num_cpus or os.cpu_count() or 1), "--num-gpus", "0",
+           "--object-store-memory", str(100 * 1024 * 1024)]
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, env=env)
     try:
         out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        stop_session(proc.pid)
+        stop_session(LocalRay("", temp_dir, proc.pid))
         raise RuntimeError(f"ray start did not finish within {timeout_s:g} s") from None
     text = out.decode(errors="replace")
     if proc.returncode != 0:
-        stop_session(proc.pid)
+        stop_session(LocalRay("", temp_dir, proc.pid))
         tail = "\n".join(text.strip().splitlines()[-5:])
         raise RuntimeError(f"ray start failed (exit {proc.returncode}):\n{tail}")
     found = re.search(r"ray start --address='([^']+)'", text)
-    address = found.group(1) if found else f"{socket.gethostbyname(socket.gethostname())}:{port}"
-    info = LocalRay(address, temp_dir, proc.pid)
+    if found is not None:
+        address = found.group(1)
+    elif "--address" in args:
+        address = args[args.index("--address") + 1]
+    else:
+        port = args[args.index("--port") + 1]
+        address = f"{socket.gethostbyname(socket.gethostname())}:{port}"
+    return LocalRay(address, temp_dir, proc.pid)
+
+
+def start_local_ray(state_dir: Path, *, num_cpus: int | None = None, timeout_s: float = 120.0) -> LocalRay:
+    """Start a Ray head in a session of its own and record it in ``STATE/ray.json``."""
+    state_dir = Path(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    info = start_ray_node(["--head", "--port", str(free_port()), "--include-dashboard=false",
+                           "--dashboard-port", str(free_port())], num_cpus=num_cpus, timeout_s=timeout_s)
     tmp = state_dir / "ray.json.tmp"
     tmp.write_text(info.to_json())
     tmp.replace(state_dir / "ray.json")
     return info
 
 
-def stop_session(session: int, *, grace_s: float = 5.0) -> None:
-    """Stop every process of a Ray session: SIGTERM, then SIGKILL what is left after ``grace_s``."""
+def stop_session(info: LocalRay, *, grace_s: float = 5.0) -> None:
+    """Stop every process of a local Ray: SIGTERM, then SIGKILL what is left after ``grace_s``."""
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 2.0)):
-        pids = _session_pids(session)
+        pids = session_pids(info)
         if not pids:
             return
         for pid in pids:
             with contextlib.suppress(OSError):
                 os.kill(pid, sig)
         deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and _session_pids(session):
+        while time.monotonic() < deadline and session_pids(info):
             time.sleep(0.1)
 
 
-def stop_local_ray(state_dir: Path, info: LocalRay) -> None:
-    stop_session(info.session)
+def stop_local_ray(state_dir: Path, info: LocalRay, *, grace_s: float = 5.0) -> None:
+    """Stop a local Ray, remove its temporary folder and forget it (``ray.json``)."""
+    stop_session(info, grace_s=grace_s)
+    if Path(info.temp_dir).name.startswith("dlsched-ray-"):
+        shutil.rmtree(info.temp_dir, ignore_errors=True)
     with contextlib.suppress(OSError):
         (Path(state_dir) / "ray.json").unlink()
 
@@ -265,9 +284,9 @@ def detect_type(ray: Any, node: dict[str, Any], cache: dict[str, tuple[str, int,
     return found
 
 
-def check_declared(node: NodeInfo, cluster: Cluster) -> None:
+def check_declared(name: str, gpu: str, cluster: Cluster) -> None:
     """A joined node's type must be one the cluster file declares."""
     declared = cluster.type_names
-    if node.gpu_type not in declared:
-        raise InputError(f"Ray node {node.name} has GPU type {node.gpu_type}, which cluster {cluster.name} "
+    if gpu not in declared:
+        raise InputError(f"Ray node {name} has GPU type {gpu}, which cluster {cluster.name} "
                          f"does not declare (it declares: {', '.join(declared)})", field="cluster")

@@ -9,7 +9,8 @@ or with its whole node:
   started it ends (actor methods run on the worker's main thread, so that is the host process's death);
 - a tiny watchdog process holds the read end of a pipe whose only write end the host holds. When the host
   dies the pipe reads end-of-file and the watchdog SIGKILLs the command's whole process group, which
-  catches the grandchildren a shell forks (these do not inherit the parent-death signal).
+  catches the grandchildren a shell forks (these do not inherit the parent-death signal). The watchdog is
+  forked away from the host, as Ray kills a dying worker's direct children.
 
 Nothing here imports Ray: the class becomes an actor in :mod:`dlsched.runtime.executor`.
 """
@@ -29,10 +30,13 @@ from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 
-#: Run by the watchdog: wait for the host's end of the pipe; on end-of-file (the host died) kill the group;
-#: on a byte (the host reaped the command and cleaned up itself) just leave.
+#: Run by the watchdog: fork away from the host (Ray kills a dying worker's own children, and the watchdog
+#: must outlive it), wait for the host's end of the pipe; on end-of-file (the host died) kill the command's
+#: group; on a byte (the host reaped the command and cleaned up itself) just leave.
 _WATCHDOG = (
     "import os, signal, sys\n"
+    "if os.fork():\n"
+    "    os._exit(0)\n"
     "data = sys.stdin.buffer.read(1)\n"
     "if not data:\n"
     "    try:\n"
@@ -105,6 +109,7 @@ class WorkerHost:
         self.watchdog = subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(self.proc.pid)],
                                          stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL, start_new_session=True)
+        self.watchdog.wait()  # the launcher forks the watchdog off and leaves at once
         return self.proc.pid
 
     def status(self) -> dict[str, Any]:
@@ -139,10 +144,6 @@ class WorkerHost:
                 self.watchdog.stdin.close()
             except OSError:
                 pass
-            try:
-                self.watchdog.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.watchdog.kill()
             self.watchdog = None
 
 
