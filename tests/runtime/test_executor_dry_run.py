@@ -120,3 +120,22 @@ def test_a_node_with_an_unknown_type_is_a_clear_error(resources, message):
 def test_a_node_type_the_cluster_file_does_not_declare_is_named():
     with pytest.raises(InputError, match="field 'cluster'.*Ray node n7 has GPU type t4, which cluster two"):
         check_declared("n7", "t4", Cluster("two", (Node(0, "a100", 2),)))
+
+
+def test_a_rank_gets_torchrun_variables_and_on_gpu_nodes_its_devices(tmp_path):
+    from dlsched.runtime.executor import rank_env
+    from dlsched.runtime.executor_api import NodeInfo
+
+    gpu_node = NodeInfo("g1", "a100", 8, "ray-id", True, 1.0)
+    cpu_node = NodeInfo("c1", "t4", 2, "ray-id-2", False, 2.9)
+    launch = LaunchSpec("j", 2, "train", str(tmp_path), {"DLSCHED_GPU_TYPE": "a100", "X": "1"},
+                        (("g1", (3,)), ("g1", (5,)), ("c1", (1,))), tmp_path)
+    env = rank_env(launch, 1, gpu_node, (5,), "10.0.0.1", 29500)
+    assert {k: env[k] for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                                "CUDA_VISIBLE_DEVICES", "X")} == {
+        "RANK": "1", "WORLD_SIZE": "3", "LOCAL_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500",
+        "CUDA_VISIBLE_DEVICES": "5", "X": "1"}
+    env = rank_env(launch, 2, cpu_node, (1,), "10.0.0.1", 29500)
+    assert env["LOCAL_RANK"] == "0" and "CUDA_VISIBLE_DEVICES" not in env
+    assert env["DLSCHED_GPU_TYPE"] == "a100"  # the service's value wins over the node's
+    assert env["DLSCHED_SLOWDOWN"] == "2.9"

@@ -38,7 +38,7 @@ from dlsched.runtime.executor_api import (
 )
 from dlsched.runtime.worker_host import WorkerHost, header_line
 
-__all__ = ["LaunchSpec", "NodeInfo", "RankState", "RankStatus", "RayExecutor"]
+__all__ = ["LaunchSpec", "NodeInfo", "RankState", "RankStatus", "RayExecutor", "rank_env"]
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +201,7 @@ class RayExecutor:
             master_addr, master_port = self.ray.get(job.actors[0].address.remote(), timeout=self.start_timeout_s)
             refs = []
             for rank, (node, gpus) in enumerate(spec.ranks):
-                env = self._rank_env(spec, rank, nodes[node], gpus, master_addr, master_port)
+                env = rank_env(spec, rank, nodes[node], gpus, master_addr, master_port)
                 header = header_line(spec.job_id, spec.incarnation, rank, spec.world_size, node)
                 refs.append(job.actors[rank].start.remote(spec.command, spec.working_dir, env,
                                                           str(log_path(spec.job_dir, rank)), header))
@@ -209,18 +209,6 @@ class RayExecutor:
         except (self.ray.exceptions.RayError, TimeoutError) as exc:
             log.warning("job %s incarnation %d did not start: %s", spec.job_id, spec.incarnation, exc)
             self._lose_all(spec.job_id, job)
-
-    def _rank_env(self, spec: LaunchSpec, rank: int, node: NodeInfo, gpus: tuple[int, ...],
-                  master_addr: str, master_port: int) -> dict[str, str]:
-        on_node = [r for r, (n, _) in enumerate(spec.ranks) if n == node.name]
-        env = {**spec.env, "RANK": str(rank), "WORLD_SIZE": str(spec.world_size),
-               "LOCAL_RANK": str(on_node.index(rank)), "MASTER_ADDR": str(master_addr),
-               "MASTER_PORT": str(master_port)}
-        env.setdefault("DLSCHED_GPU_TYPE", node.gpu_type)
-        env.setdefault("DLSCHED_SLOWDOWN", f"{node.slowdown:g}")
-        if node.real_gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
-        return env
 
     def _lose_all(self, job_id: str, job: _Job) -> None:
         for actor in job.actors:
@@ -365,3 +353,18 @@ class RayExecutor:
 def _running(states: list[RankStatus]) -> bool:
     return any(s.state is RankState.RUNNING for s in states)
 
+
+def rank_env(spec: LaunchSpec, rank: int, node: NodeInfo, gpus: tuple[int, ...], master_addr: str,
+             master_port: int) -> dict[str, str]:
+    """What one rank's process gets on top of its node's environment: the job's variables, torchrun's
+    (``LOCAL_RANK`` counts the job's ranks on the same node), the node's GPU type and slowdown unless the
+    service set them, and on GPU nodes the rank's devices."""
+    on_node = [r for r, (n, _) in enumerate(spec.ranks) if n == node.name]
+    env = {**spec.env, "RANK": str(rank), "WORLD_SIZE": str(spec.world_size),
+           "LOCAL_RANK": str(on_node.index(rank)), "MASTER_ADDR": str(master_addr),
+           "MASTER_PORT": str(master_port)}
+    env.setdefault("DLSCHED_GPU_TYPE", node.gpu_type)
+    env.setdefault("DLSCHED_SLOWDOWN", f"{node.slowdown:g}")
+    if node.real_gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+    return env
