@@ -139,3 +139,13 @@ def test_a_rank_gets_torchrun_variables_and_on_gpu_nodes_its_devices(tmp_path):
     assert env["LOCAL_RANK"] == "0" and "CUDA_VISIBLE_DEVICES" not in env
     assert env["DLSCHED_GPU_TYPE"] == "a100"  # the service's value wins over the node's
     assert env["DLSCHED_SLOWDOWN"] == "2.9"
+
+
+@pytest.mark.parametrize("address", ["not-an-address", "127.0.0.1:{port}"])
+def test_joining_an_address_where_no_ray_answers_names_the_address(tmp_path, address):
+    from dlsched.runtime.executor import RayExecutor
+    from dlsched.runtime.worker_host import free_port
+
+    address = address.format(port=free_port())
+    with pytest.raises(InputError, match=f"field 'address': no Ray cluster answers at '{address}'"):
+        RayExecutor.join(address, tmp_path / "state", None)

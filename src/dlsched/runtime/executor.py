@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlsched.core import Cluster, Node
+from dlsched.core import Cluster, InputError, Node
 from dlsched.runtime import ray_cluster
 from dlsched.runtime.executor_api import (
     LaunchSpec,
@@ -53,6 +53,8 @@ class _Job:
     ray_nodes: list[str]
     #: Ranks found lost (sticky: a lost rank never comes back).
     lost: set[int] = field(default_factory=set)
+    #: Exit codes of the ranks seen exited (sticky: a host or node dying afterwards changes nothing).
+    exited: dict[int, int | None] = field(default_factory=dict)
     #: The last statuses, kept after :meth:`RayExecutor.stop` killed the actors.
     final: list[RankStatus] | None = None
 
@@ -115,6 +117,9 @@ class RayExecutor:
     def join(cls, address: str, state_dir: Path, cluster: Cluster | None) -> RayExecutor:
         """An existing Ray cluster, whose nodes and GPUs come from Ray itself; with ``cluster``, every node's
         type must be one it declares."""
+        if not ray_cluster.gcs_listening(address):
+            raise InputError(f"no Ray cluster answers at '{address}' (expected host:port of a Ray head, as "
+                             f"'ray start --head' prints it)", field="address")
         ray = cls._connect(address, ray_cluster.namespace_for(Path(state_dir)))
         try:
             types: dict[str, tuple[str, int, bool]] = {}
@@ -221,13 +226,18 @@ class RayExecutor:
     def _statuses(self, job: _Job, timeout_s: float) -> list[RankStatus]:
         if job.final is not None:
             return job.final
-        refs = [a.status.remote() for a in job.actors]
-        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
-        done = set(ready)
+        pending = [r for r in range(len(job.actors)) if r not in job.exited and r not in job.lost]
+        refs = {r: job.actors[r].status.remote() for r in pending}
+        done = set()
+        if refs:
+            done = set(self.ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)[0])
         alive: set[str] | None = None
         out = []
-        for rank, ref in enumerate(refs):
-            node = job.nodes[rank]
+        for rank, node in enumerate(job.nodes):
+            ref = refs.get(rank)
+            if rank in job.exited:
+                out.append(RankStatus(rank, RankState.EXITED, job.exited[rank], node))
+                continue
             if rank in job.lost:
                 out.append(RankStatus(rank, RankState.LOST, None, node))
                 continue
@@ -238,8 +248,11 @@ class RayExecutor:
                     job.lost.add(rank)
                     out.append(RankStatus(rank, RankState.LOST, None, node))
                     continue
-                state = RankState.RUNNING if raw["running"] else RankState.EXITED
-                out.append(RankStatus(rank, state, raw["exit_code"], node))
+                if raw["running"]:
+                    out.append(RankStatus(rank, RankState.RUNNING, None, node))
+                else:
+                    job.exited[rank] = raw["exit_code"]
+                    out.append(RankStatus(rank, RankState.EXITED, raw["exit_code"], node))
                 continue
             # no answer in time: lost when its Ray node is gone, else still running as far as anyone knows
             if alive is None:

@@ -105,8 +105,11 @@ def session_pids(info: LocalRay) -> list[int]:
     return out
 
 
-def _gcs_listening(address: str) -> bool:
+def gcs_listening(address: str) -> bool:
+    """Whether something accepts connections at a Ray address (``host:port``), asked in about a second."""
     host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return False
     try:
         with socket.create_connection((host, int(port)), timeout=1.0):
             return True
@@ -116,7 +119,7 @@ def _gcs_listening(address: str) -> bool:
 
 def is_alive(ray_info: LocalRay) -> bool:
     """Whether the Ray of ``ray.json`` still runs: its session has processes and its GCS answers."""
-    return bool(session_pids(ray_info)) and _gcs_listening(ray_info.address)
+    return bool(session_pids(ray_info)) and gcs_listening(ray_info.address)
 
 
 def read_ray_json(state_dir: Path) -> LocalRay | None:
