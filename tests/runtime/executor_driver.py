@@ -4,6 +4,7 @@ restarted service would, then launches, or attaches and reports, as the command 
     python executor_driver.py STATE launch-and-hang SPEC_JSON   # launch, print "launched", wait to be killed
     python executor_driver.py STATE launch-and-exit SPEC_JSON   # launch, disconnect, exit
     python executor_driver.py STATE attach JOB INCARNATION WORLD [stop]   # attach, poll, print JSON
+    python executor_driver.py STATE fresh   # print the Ray's address, then stop that Ray
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ def main() -> None:
             executor.stop([job], grace_s=20)
             report["after"] = [(s.rank, s.state.value, s.exit_code) for s in executor.poll(job)]
         print(json.dumps(report), flush=True)
+    elif action == "fresh":
+        assert executor.local_ray is not None
+        print(json.dumps({"address": executor.local_ray.address, "nodes": len(executor.nodes())}), flush=True)
+        executor.close(stop_ray=True)
+        return
     executor.close(stop_ray=False)
 
 

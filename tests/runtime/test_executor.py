@@ -18,6 +18,7 @@ pytest.importorskip("ray", reason="the runtime extra (Ray) is not installed")
 
 from dlsched.runtime import ray_cluster  # noqa: E402
 from dlsched.runtime.executor import LaunchSpec, RankState, RayExecutor  # noqa: E402
+from dlsched.runtime.worker_host import free_port  # noqa: E402
 
 HERE = Path(__file__).parent
 RANK_PROGRAM = HERE / "executor_rank.py"
@@ -210,3 +211,16 @@ def test_a_rank_that_cannot_start_or_has_no_node(crashed, executor):
     assert "error: cannot start the command" in (tmp / "baddir" / "logs" / "rank0.log").read_text()
     for job in ("nowhere", "baddir"):
         executor.forget(job)
+
+
+def test_a_dead_ray_in_ray_json_is_replaced_by_a_new_one(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    dead = ray_cluster.LocalRay(f"127.0.0.1:{free_port()}", str(tmp_path / "gone"), 2**22 - 1)
+    (state / "ray.json").write_text(dead.to_json())
+    proc = driver(state, "fresh")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["address"] != dead.address and report["nodes"] == 2
+    assert not (state / "ray.json").exists()  # stopped on request, and forgotten
