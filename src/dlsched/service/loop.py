@@ -55,6 +55,7 @@ class Executor(Protocol):
     def stop(self, job_ids: list[str], *, grace_s: float = 30.0) -> None: ...
     def attach(self, job_id: str, incarnation: int, world_size: int) -> bool: ...
     def forget(self, job_id: str) -> None: ...
+    def hosted(self) -> dict[str, set[int]]: ...
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,12 @@ class RoundLoop:
         """After a start: re-attach every running job whose workers live; the others resume from their last
         checkpoint (a restart, not a failure)."""
         now = self.clock()
-        for job in self.store.active_jobs():
+        active = {j.id: j for j in self.store.active_jobs()}
+        for key in self.executor.hosted():  # workers the database does not name as running: leftovers
+            job = active.get(key.split(".", 1)[0])
+            if job is None or job.status != "running" or "." in key:
+                self.executor.forget(key)
+        for job in active.values():
             if job.status == "profiling":
                 self.store.update_job(job.id, status="queued")
                 continue

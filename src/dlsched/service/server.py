@@ -61,7 +61,7 @@ def build_executor(options: ServeOptions, state: Path) -> tuple[Any, str]:
     from dlsched.runtime.workload import load_cluster
 
     if options.executor == "dry-run":
-        from dlsched.runtime.executor import DryRunExecutor
+        from dlsched.runtime.dry_run import DryRunExecutor
 
         cluster = load_cluster(options.cluster)
         return DryRunExecutor(cluster), cluster.name
