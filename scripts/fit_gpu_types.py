@@ -18,9 +18,10 @@ provenance (``measured``, ``derived``, ``rule``, ``modelled``; see ``dlsched.wor
   of it, as in the fitted relative speeds: its a100 profile is bound by per-step overheads).
   Synchronisation is modelled: a100's in-server terms divided by 900 / 600 GB/s (NVLink 4 against NVLink 3
   per GPU), cross-server terms a100's.
-* ``h100``: from ``h200`` by NVIDIA's data sheets: the same GH100 chip at the same clocks (989.5 dense
-  BF16 tensor TFLOPS, 67 FP32 TFLOPS, NVLink 4 at 900 GB/s), 3.35 against 4.8 TB/s of memory bandwidth.
-  Speed: the geometric mean of the compute ratio (1.0) and the bandwidth ratio (0.698), 0.835; sync h200's.
+* ``h100``: the h200's speeds scaled by NVIDIA's data sheets: the same GH100 chip at the same clocks (989.5
+  dense BF16 tensor TFLOPS, 67 FP32 TFLOPS, NVLink 4 at 900 GB/s), 3.35 against 4.8 TB/s of memory
+  bandwidth. Factor: the geometric mean of the compute ratio (1.0) and the bandwidth ratio (0.698), 0.835;
+  synchronisation as the h200's.
 
 Usage: ``python scripts/fit_gpu_types.py [--out PATH]`` (``DLSCHED_DATA`` names the data directory).
 """
@@ -135,19 +136,24 @@ def h200_type(profile: dict[str, Any], tm: ThroughputModel) -> tuple[dict[str, A
     return spec, batch
 
 
-def h100_type() -> dict[str, Any]:
-    """The h100 spec: h200's, scaled by data-sheet ratios (no H100 was measured)."""
-    how = (f"h200's x {H100_OVER_H200:.4f} for every model: the geometric mean of the compute ratio 1.0 (same "
-           f"GH100 chip and clocks) and the memory-bandwidth ratio {H100_BW_TBS} / {H200_BW_TBS} TB/s; "
-           f"{H100_DATASHEET}; {H200_DATASHEET}. Derived, not measured")
+def h100_type(h200: dict[str, Any]) -> dict[str, Any]:
+    """The h100 spec: h200's speeds scaled by data-sheet ratios (no H100 was measured).
+
+    Written against a100 (the h200's speeds times the ratio, the h200's synchronisation) rather than as a
+    type derived from h200, so its largest local batches are a100's scaled once by 80 / 40 GB.
+    """
+    how = (f"h200's x {H100_OVER_H200:.4f}: the geometric mean of the compute ratio 1.0 (same GH100 chip and "
+           f"clocks) and the memory-bandwidth ratio {H100_BW_TBS} / {H200_BW_TBS} TB/s; {H100_DATASHEET}; "
+           f"{H200_DATASHEET}. Derived, not measured")
     return {
-        "from": "h200", "speed": round(H100_OVER_H200, 6), "sync_from": "h200",
-        "memory_ratio": _memory_ratio("h100", "h200"),
+        "from": "a100", "speed": round(h200["speed"] * H100_OVER_H200, 6),
+        "model_speed": {m: round(v * H100_OVER_H200, 6) for m, v in h200["model_speed"].items()},
+        "sync_from": "a100", "sync_speed": h200["sync_speed"], "memory_ratio": _memory_ratio("h100", "a100"),
         "source": how + ". Synchronisation as h200 (the same NVLink 4).",
-        "provenance": {"relative_speed": _p("derived", how), "compute": _p("derived", how),
+        "provenance": {"relative_speed": _p("derived", how), "compute": _p("derived", how + ", for every model"),
                        "sync": _p("modelled", "h200's (the same NVLink 4, 900 GB/s per GPU): a100's in-server "
                                               f"terms / {NVLINK4_OVER_NVLINK3:g}, cross-server terms a100's"),
-                       "memory": _p("derived", f"80 GB against the h200's 141 GB ({H100_DATASHEET})")},
+                       "memory": _p("derived", f"80 GB against a100's 40 GB ({H100_DATASHEET})")},
     }
 
 
@@ -162,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     h200, batch = h200_type(profile, tm)
     types = copter_types()
     types["h200"] = h200
-    types["h100"] = h100_type()
+    types["h100"] = h100_type(h200)
     out = {
         "_source": ("GPU types no Sia profile covers, derived from a profiled type by measured step times "
                     "(h200) or published figures (a100-pcie, a10-pcie, h100); written by "
