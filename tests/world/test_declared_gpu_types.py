@@ -122,3 +122,14 @@ def test_a_bad_declaration_is_one_error_line_naming_file_and_field(tmp_path: Pat
 def test_names_are_new_and_node_types_known_or_declared(tmp_path: Path, text: str, words: str) -> None:
     with pytest.raises(InputError, match=words):
         load_cluster(str(_write(tmp_path, "name: c\n" + text)))
+
+
+def test_the_runtime_emulates_a_declared_type_by_its_speed(tmp_path: Path) -> None:
+    """``dlsched run`` stretches steps by the world's relative speeds; a declared type has one too."""
+    from dlsched.runtime.emulation import slowdowns
+
+    cluster = load_cluster(str(_write(tmp_path, MY_LAB)))
+    tm = ThroughputModel.load()
+    factors = slowdowns(cluster)
+    assert factors["h100"] == 1.0
+    assert factors["l40s"] == pytest.approx(tm.relative_speed("h100") / (0.8 * tm.relative_speed("a100")))
