@@ -350,6 +350,8 @@ class World:
             fitted = load_profiles(self.config.profiles)
             self.throughput, self.efficiency = fitted.throughput, fitted.efficiency
             self.sample_models = fitted.sample_models
+        # GPU types the cluster file declared (like a known type, scaled): they travel on the cluster.
+        self.throughput = self.throughput.with_types(cluster.gpu_types.values())
         self.pal = PalConstants.load()
         self.speeds = GpuSpeeds.for_cluster(cluster, seed=seed, data_dir=data_dir,
                                             enabled=self.config.variability, source=self.config.gpu_speeds)
