@@ -85,10 +85,17 @@ class JobSubmission(BaseModel):
     max_failures: Annotated[int, Field(ge=0, le=100, strict=True)] = 3
     resources: Resources | None = None
 
+    @field_validator("name", "command", "working_dir", "model")
+    @classmethod
+    def _plain_text(cls, value: str | None) -> str | None:
+        if value is not None:
+            _check_text(value)
+        return value
+
     @field_validator("working_dir")
     @classmethod
     def _absolute(cls, value: str) -> str:
-        if not PurePosixPath(value).is_absolute() or "\x00" in value:
+        if not PurePosixPath(value).is_absolute():
             raise ValueError(f"must be an absolute path, got {value!r}")
         return value
 
@@ -98,8 +105,7 @@ class JobSubmission(BaseModel):
         for key, text in value.items():
             if not _ENV_KEY.match(key):
                 raise ValueError(f"{key!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
-            if "\x00" in text:
-                raise ValueError(f"the value of {key} holds a NUL character")
+            _check_text(text)
         return value
 
     @field_validator("gpu_types")
@@ -170,6 +176,16 @@ class JobSubmission(BaseModel):
                            gpu_counts=counts, per_gpu_batch=True, **common)
         return JobSpec(num_gpus=low, min_gpus=low, max_gpus=high, adaptivity=Adaptivity.ADAPTIVE,
                        gpu_counts=counts, **common)
+
+
+def _check_text(value: str) -> None:
+    """Refuse what no database column and no shell command can hold: NUL and unpaired surrogates."""
+    if "\x00" in value:
+        raise ValueError("holds a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("is not valid Unicode text (an unpaired surrogate)") from None
 
 
 class _FieldError(ValueError):

@@ -1,0 +1,94 @@
+"""Fixtures of the service tests: a database of each kind, and a live API server on loopback.
+
+Persistence tests take ``db_url``, run once on SQLite and once on PostgreSQL. The PostgreSQL run needs
+``DLSCHED_TEST_POSTGRES_URL`` (``.ci/run`` starts a server and sets it): without it the run is skipped
+locally but fails under CI, so a CI machine without PostgreSQL cannot pass by skipping. Each test gets a
+schema of its own in that database, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+POSTGRES_ENV = "DLSCHED_TEST_POSTGRES_URL"
+
+
+@contextmanager
+def postgres_schema(base_url: str) -> Iterator[str]:
+    """A URL whose connections work in a fresh schema of ``base_url``'s database."""
+    import sqlalchemy as sa
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(base_url)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f"CREATE SCHEMA {schema}"))
+    sep = "&" if "?" in base_url else "?"
+    try:
+        yield f"{base_url}{sep}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database of each kind."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'state' / 'dlsched.db'}"
+        return
+    base = os.environ.get(POSTGRES_ENV)
+    if not base:
+        if os.environ.get("CI"):
+            pytest.fail(f"{POSTGRES_ENV} is not set: CI must run the PostgreSQL tests (.ci/run starts a server)")
+        pytest.skip(f"{POSTGRES_ENV} is not set (.ci/run starts a PostgreSQL server and sets it)")
+    with postgres_schema(base) as url:
+        yield url
+
+
+class LiveServer:
+    """A uvicorn server running the API in a thread, on a loopback port bound before it starts."""
+
+    def __init__(self, app: object) -> None:
+        import uvicorn
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        config = uvicorn.Config(app, log_level="warning", lifespan="off")  # type: ignore[arg-type]
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the API server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.sock.close()
+
+
+@contextmanager
+def live_api(store: object, jobs_dir: Path, cluster_info: object = None) -> Iterator[LiveServer]:
+    from dlsched.service.api import create_app
+
+    app = create_app(store, jobs_dir=jobs_dir, cluster_info=cluster_info)  # type: ignore[arg-type]
+    with LiveServer(app) as server:
+        yield server
