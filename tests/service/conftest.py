@@ -45,6 +45,7 @@ def postgres_schema(base_url: str) -> Iterator[str]:
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database of each kind."""
     if request.param == "sqlite":
+        (tmp_path / "state").mkdir()
         yield f"sqlite:///{tmp_path / 'state' / 'dlsched.db'}"
         return
     base = os.environ.get(POSTGRES_ENV)

@@ -137,6 +137,23 @@ def read_logs(job_dir: Path, rank: int | None) -> str:
     return "".join(parts)
 
 
+_bearer = HTTPBearer(auto_error=False, description="A token from 'dlsched serve user add'.")
+
+
+def current_user(request: Request,
+                 credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> UserRecord:
+    """The user whose token the request carries; 401 without a valid one."""
+    store: Store = request.app.state.store
+    user = store.user_by_token(credentials.credentials) if credentials is not None else None
+    if user is None:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing or invalid token",
+                            headers={"WWW-Authenticate": "Bearer"})
+    return user
+
+
+#: A route parameter of this type makes the route need a token (and documents the bearer scheme).
+User = Annotated[UserRecord, Depends(current_user)]
+
 _UNAUTHORIZED = {"model": ErrorOut, "description": "No valid bearer token."}
 _NOT_FOUND = {"model": ErrorOut, "description": "No such job (or not yours)."}
 
@@ -146,16 +163,7 @@ def create_app(store: Store, *, jobs_dir: Path, cluster_info: Callable[[], dict[
     ``GET /v1/cluster`` (the round loop's view of the nodes; empty without one)."""
     app = FastAPI(title="dlsched", version=__version__, docs_url="/docs", redoc_url=None,
                   description="The dlsched scheduler service: submit training jobs to a shared GPU cluster.")
-    bearer = HTTPBearer(auto_error=False, description="A token from 'dlsched serve user add'.")
-
-    def current_user(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> UserRecord:
-        user = store.user_by_token(credentials.credentials) if credentials is not None else None
-        if user is None:
-            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing or invalid token",
-                                headers={"WWW-Authenticate": "Bearer"})
-        return user
-
-    User = Annotated[UserRecord, Depends(current_user)]
+    app.state.store = store
 
     def visible_job(job_id: str, user: UserRecord) -> JobRecord:
         job = store.job(job_id)

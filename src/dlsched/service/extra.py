@@ -16,9 +16,16 @@ SERVICE_MODULES = ("fastapi", "uvicorn", "sqlalchemy", "alembic", "httpx")
 CLIENT_MODULES = ("httpx",)
 
 
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a module blocked in sys.modules has no spec
+        return False
+
+
 def require(modules: tuple[str, ...] = SERVICE_MODULES) -> None:
     """Raise InputError naming the extra when any of ``modules`` cannot be imported."""
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    missing = [m for m in modules if not _importable(m)]
     if missing:
         raise InputError(f"this command needs the 'service' extra ({', '.join(missing)} missing): "
                          "pip install 'dlsched[service]'")
