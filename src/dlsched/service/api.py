@@ -23,6 +23,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ValidationError
 
@@ -151,6 +152,25 @@ def current_user(request: Request,
     return user
 
 
+def known_query(request: Request) -> None:
+    """Refuse a query parameter the route does not declare (422), as the job spec refuses unknown keys: a
+    misspelt ``?al=true`` would otherwise be ignored without a word."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        return
+    declared: set[str] = set()
+    pending = [route.dependant]
+    while pending:  # the route's own parameters and its dependencies'
+        dependant = pending.pop()
+        declared.update(p.alias for p in dependant.query_params)
+        pending.extend(dependant.dependencies)
+    unknown = [key for key in request.query_params if key not in declared]
+    if unknown:
+        raise RequestValidationError([{"loc": ("query", key), "msg": "unknown query parameter",
+                                       "type": "extra_forbidden", "input": request.query_params[key]}
+                                      for key in unknown])
+
+
 #: A route parameter of this type makes the route need a token (and documents the bearer scheme).
 User = Annotated[UserRecord, Depends(current_user)]
 
@@ -158,10 +178,18 @@ _UNAUTHORIZED = {"model": ErrorOut, "description": "No valid bearer token."}
 _NOT_FOUND = {"model": ErrorOut, "description": "No such job (or not yours)."}
 
 
+def _json_error(description: str) -> dict[str, Any]:
+    """An error answer documented as JSON on a route whose own answer is text (FastAPI would otherwise
+    document it in the route's media type)."""
+    return {"description": description,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}}
+
+
 def create_app(store: Store, *, jobs_dir: Path, cluster_info: Callable[[], dict[str, Any]] | None = None) -> FastAPI:
     """The API over ``store``; ``jobs_dir`` holds each job's folder (its logs), ``cluster_info`` answers
     ``GET /v1/cluster`` (the round loop's view of the nodes; empty without one)."""
     app = FastAPI(title="dlsched", version=__version__, docs_url="/docs", redoc_url=None,
+                  dependencies=[Depends(known_query)],
                   description="The dlsched scheduler service: submit training jobs to a shared GPU cluster.")
     app.state.store = store
 
@@ -208,7 +236,9 @@ def create_app(store: Store, *, jobs_dir: Path, cluster_info: Callable[[], dict[
     def whoami(user: User) -> WhoAmI:
         return WhoAmI(name=user.name, team=user.team, admin=user.admin)
 
-    @app.post("/v1/jobs", response_model=JobOut, status_code=201, tags=["jobs"], responses={401: _UNAUTHORIZED})
+    @app.post("/v1/jobs", response_model=JobOut, status_code=201, tags=["jobs"],
+              responses={400: {"model": ErrorOut, "description": "The body cannot be read (not UTF-8 JSON)."},
+                         401: _UNAUTHORIZED})
     def submit(submission: JobSubmission, user: User) -> JobOut:
         """Queue a job; answered once it is committed to the database."""
         return job_out(store.add_job(user.name, submission, time.time()))
@@ -238,7 +268,8 @@ def create_app(store: Store, *, jobs_dir: Path, cluster_info: Callable[[], dict[
     @app.get("/v1/jobs/{job_id}/logs", response_class=PlainTextResponse, tags=["jobs"],
              responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                               "description": "Each rank's log under a '==> rank<r> <==' header."},
-                        401: _UNAUTHORIZED, 404: _NOT_FOUND})
+                        401: _json_error("No valid bearer token."),
+                        404: _json_error("No such job (or not yours).")})
     def job_logs(job_id: str, user: User,
                  follow: Annotated[bool, Query(description="Stream new lines until the job ends.")] = False,
                  rank: Annotated[int | None, Query(ge=0, le=65535, description="Only this rank's log.")] = None,

@@ -72,7 +72,8 @@ class JobSubmission(BaseModel):
     name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")]
     command: Annotated[str, Field(min_length=1, max_length=10_000,
                                   description="Run by /bin/sh -c in working_dir.")]
-    working_dir: Annotated[str, Field(min_length=1, max_length=4096, description="An absolute path.")]
+    working_dir: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^/",
+                                      description="An absolute path.")]
     env: Annotated[dict[str, Annotated[str, Field(max_length=10_000)]], Field(max_length=256)] = {}
     gpus: GpuCount | Annotated[list[GpuCount], Field(min_length=1, max_length=64)] | GpuRange
     gpu_types: Annotated[list[str], Field(max_length=32)] = []
@@ -215,6 +216,8 @@ def describe_error(exc: ValidationError) -> tuple[str, str]:
         message = "unknown key (not a job spec field)"
     elif error["type"] == "string_pattern_mismatch" and loc == ["name"]:
         message = "must be 1 to 64 of the characters A-Z a-z 0-9 . _ -"
+    elif error["type"] == "string_pattern_mismatch" and loc == ["working_dir"]:
+        message = f"must be an absolute path, got {error.get('input')!r}"
     elif error["type"] == "missing":
         message = "required"
     return ".".join(loc) or "spec", message
