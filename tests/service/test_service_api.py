@@ -15,6 +15,8 @@ from conftest import live_api
 
 from dlsched.service.store import Store
 
+pytestmark = pytest.mark.timeout(120)  # a followed log that never ends would hang the run otherwise
+
 SPEC = {"name": "demo", "command": "python train.py", "working_dir": "/tmp", "gpus": 2}
 
 
@@ -33,8 +35,9 @@ class Service:
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[Service]:
-    store = Store.open(tmp_path / "state")
+def service(tmp_path: Path, db_url: str) -> Iterator[Service]:
+    """The API over a store on each database, with two users of a team and an admin."""
+    store = Store(db_url)
     tokens = {name: store.add_user(name, team="vision") for name in ("alice", "bob")}
     tokens["root"] = store.add_user("root", admin=True)
     jobs_dir = tmp_path / "state" / "jobs"

@@ -18,6 +18,7 @@ from dlsched.cli import app
 from dlsched.service.store import Store
 
 runner = CliRunner()
+pytestmark = pytest.mark.timeout(120)  # a followed log that never ends would hang the run otherwise
 
 
 @pytest.fixture

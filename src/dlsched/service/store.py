@@ -90,8 +90,8 @@ def migrate(engine: Engine) -> None:
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor = dbapi_conn.cursor()
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")  # first: switching to WAL may wait for a lock
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
