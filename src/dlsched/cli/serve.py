@@ -17,7 +17,7 @@ import typer
 from rich.table import Table
 
 from dlsched.cli import Format, FormatOpt, guard, note, out
-from dlsched.cli.run_options import SetOpt, parse_set
+from dlsched.cli.run_options import parse_set
 from dlsched.core import InputError
 
 app = typer.Typer(no_args_is_help=False, help="Run the scheduler service; manage its users and quotas.")
@@ -36,18 +36,19 @@ def serve(
     ctx: typer.Context,
     state: Annotated[Path | None, typer.Option("--state", help="Folder of the service's state: its SQLite "
                                                "database, the jobs' folders, server.json (required).")] = None,
-    cluster: Annotated[str | None, typer.Option("--cluster", help="Cluster preset or file [default: "
-                                                "ray-local-4, 4 emulated nodes].")] = None,
-    address: Annotated[str | None, typer.Option("--address", help="Ray cluster to join [default: start Ray "
-                                                "here].")] = None,
+    cluster: Annotated[str | None, typer.Option("--cluster", help="Cluster preset or file (default: "
+                                                "ray-local-4, 4 emulated nodes).")] = None,
+    address: Annotated[str | None, typer.Option("--address", help="Ray cluster to join (default: start Ray "
+                                                "here).")] = None,
     policy: Annotated[str, typer.Option("--policy", help="Scheduler preset (see 'dlsched policies').")] = "fifo",
-    set_: SetOpt = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="key=value: a tunable of the policy; "
+                                                   "repeatable.")] = None,
     port: Annotated[str, typer.Option("--port", metavar="INTEGER", help="Port of the HTTP API (0: any free "
                                       "one; server.json says which).")] = "0",
     host: Annotated[str, typer.Option("--host", help="Address the HTTP API listens on.")] = "127.0.0.1",
     database: DatabaseOpt = None,
     checkpoint_dir: Annotated[Path | None, typer.Option("--checkpoint-dir", help="Shared folder of the jobs' "
-                                                        "checkpoints [default: STATE/checkpoints].")] = None,
+                                                        "checkpoints (default: STATE/checkpoints).")] = None,
     round_s: Annotated[str, typer.Option("--round-s", metavar="SECONDS", help="Scheduling round, "
                                          "wall-clock seconds.")] = "10",
     executor: Annotated[str, typer.Option("--executor", help="ray (real workers) or dry-run (nothing is "
