@@ -22,8 +22,10 @@ dlsched_start_postgres() {
   bindir="$(_pg_bindir)"
   if [ -z "$bindir" ] || [ ! -x "$bindir/postgres" ]; then
     echo "postgres: no server binary; installing the Debian package" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    local sudo=""
+    if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
     bindir="$(_pg_bindir)"
   fi
   local db="dlsched_test_$$"

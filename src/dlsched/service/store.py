@@ -53,6 +53,8 @@ from dlsched.service.records import (
 )
 from dlsched.service.spec import JobSubmission
 
+__all__ = ["EventRecord", "JobRecord", "QuotaRecord", "Store", "UserRecord", "hash_token", "migrate"]
+
 #: How long a SQLite writer waits for another's lock before giving up (milliseconds).
 SQLITE_BUSY_MS = 30_000
 #: The key PostgreSQL's advisory lock takes while migrating, so two services starting at once queue.
