@@ -1,4 +1,5 @@
-"""Fixtures of the service tests: a database of each kind, and a live API server on loopback.
+"""The service tests' database fixture: ``db_url``, a fresh database of each kind (``apikit`` has the live API
+server).
 
 Persistence tests take ``db_url``, run once on SQLite and once on PostgreSQL. The PostgreSQL run needs
 ``DLSCHED_TEST_POSTGRES_URL`` (``.ci/run`` starts a server and sets it): without it the run is skipped
@@ -9,9 +10,6 @@ schema of its own in that database, dropped afterwards.
 from __future__ import annotations
 
 import os
-import socket
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -55,41 +53,3 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         pytest.skip(f"{POSTGRES_ENV} is not set (.ci/run starts a PostgreSQL server and sets it)")
     with postgres_schema(base) as url:
         yield url
-
-
-class LiveServer:
-    """A uvicorn server running the API in a thread, on a loopback port bound before it starts."""
-
-    def __init__(self, app: object) -> None:
-        import uvicorn
-
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="warning", lifespan="off")  # type: ignore[arg-type]
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the API server did not start")
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-        self.sock.close()
-
-
-@contextmanager
-def live_api(store: object, jobs_dir: Path, cluster_info: object = None) -> Iterator[LiveServer]:
-    from dlsched.service.api import create_app
-
-    app = create_app(store, jobs_dir=jobs_dir, cluster_info=cluster_info)  # type: ignore[arg-type]
-    with LiveServer(app) as server:
-        yield server

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import live_api
+from apikit import live_api
 
 from dlsched.service.store import Store
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import live_api
+from apikit import live_api
 from typer.testing import CliRunner
 
 from dlsched.cli import app

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import schemathesis
-from conftest import live_api
+from apikit import live_api
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
