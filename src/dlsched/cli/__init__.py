@@ -15,6 +15,8 @@ module             commands
 ``trace``          ``dlsched trace validate|stats|convert``
 ``variability``    ``dlsched variability show|fit``
 ``data``           ``dlsched data list|fetch`` (the public datasets, fetched into the data directory)
+``serve``          ``dlsched serve`` (the scheduler service) and ``serve user|quota``
+``client``         ``dlsched submit|jobs|show|cancel|logs`` (the service's client)
 ``run_options``    the flags that describe a run, turned into a RunConfig
 =================  =========================================================
 """
@@ -176,14 +178,16 @@ def main() -> None:
 
 def _mount() -> None:
     """Register every command group (the modules import ``app`` and the helpers above)."""
-    from dlsched.cli import clusters, compare, policies, run, simulate, sweep  # noqa: F401  (register their commands)
+    from dlsched.cli import client, clusters, compare, policies, run, simulate, sweep  # noqa: F401  (register their commands)
     from dlsched.cli.data import app as data_app
+    from dlsched.cli.serve import app as serve_app
     from dlsched.cli.trace import app as trace_app
     from dlsched.cli.variability import app as variability_app
 
     app.add_typer(trace_app, name="trace", help="Validate, summarise and convert traces.")
     app.add_typer(variability_app, name="variability", help="Show and fit PAL's per-GPU PM-score bins.")
     app.add_typer(data_app, name="data", help="List the public datasets dlsched reads and fetch them.")
+    app.add_typer(serve_app, name="serve", help="Run the scheduler service; manage its users and quotas.")
 
 
 _mount()
