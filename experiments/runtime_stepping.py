@@ -59,12 +59,11 @@ def runtime_fraction(policy: str, round_s: float) -> dict[str, Any]:
 
 def service_fraction(policy: str, round_s: float, state: Path) -> dict[str, Any]:
     """Run the demo's jobs as the shipped examples through the service's machinery."""
+    from dlsched.runtime.workload import RUNTIME_DEMO
     from dlsched.service.options import ServeOptions
+    from dlsched.service.session import TimedSubmission, run_workload, stepping_fraction
     from dlsched.service.spec import JobSubmission
     from dlsched.service.store import Store
-
-    from dlsched.runtime.workload import RUNTIME_DEMO
-    from dlsched.service.session import TimedSubmission, run_workload, stepping_fraction
 
     workload = []
     for job in RUNTIME_DEMO.jobs:

@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlsched.service.store import JobRecord, Store
-
 from dlsched.core import Adaptivity, Cluster, ClusterView, JobSpec, JobStatus, JobView, Placement
 from dlsched.core.view import GradientObservation, ThroughputObservation
 from dlsched.estimators.goodput import LearnedGoodputEstimator
@@ -39,6 +37,7 @@ from dlsched.service import membership
 from dlsched.service.batch import choose_batch
 from dlsched.service.reports import REPORTS_FILE, digest, read_new_reports, write_control
 from dlsched.service.round_record import decision_record, round_summary, where
+from dlsched.service.store import JobRecord, Store
 from dlsched.sim.invariants import PolicyError, check_decision
 
 log = logging.getLogger(__name__)

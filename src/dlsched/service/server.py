@@ -20,11 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dlsched.service.options import ServeOptions
-from dlsched.service.store import Store
-
 from dlsched.core import InputError
 from dlsched.service.loop import LoopOptions, RoundLoop
+from dlsched.service.options import ServeOptions
+from dlsched.service.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +80,9 @@ def build_executor(options: ServeOptions, state: Path) -> tuple[Any, str]:
 def serve(options: ServeOptions) -> None:
     """Run the service until SIGINT or SIGTERM (see the module docstring)."""
     import uvicorn
-    from dlsched.service.api import create_app
 
     from dlsched.policies import build_scheduler
+    from dlsched.service.api import create_app
 
     state = options.state.expanduser().resolve()
     state.mkdir(parents=True, exist_ok=True)

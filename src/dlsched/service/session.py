@@ -13,11 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dlsched.service.loop import FINISHED, LoopOptions, RoundLoop
 from dlsched.service.options import ServeOptions
 from dlsched.service.spec import JobSubmission
 from dlsched.service.store import Store
-
-from dlsched.service.loop import FINISHED, LoopOptions, RoundLoop
 
 
 @dataclass(frozen=True)
