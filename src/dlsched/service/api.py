@@ -72,6 +72,8 @@ class JobDetail(JobOut):
     """A job as shown: its progress counters and its events as well."""
 
     steps_done: int
+    #: The step of the job's last checkpoint (0: none yet): where it resumes after a stop or a crash.
+    last_checkpoint_step: int
     restarts: int
     failures: int
     preemptions: int
@@ -106,7 +108,8 @@ def job_out(job: JobRecord) -> JobOut:
 
 
 def job_detail(job: JobRecord, events: list[EventRecord]) -> JobDetail:
-    return JobDetail(**job_out(job).model_dump(), steps_done=job.steps_done, restarts=job.restarts,
+    return JobDetail(**job_out(job).model_dump(), steps_done=job.steps_done,
+                     last_checkpoint_step=job.last_checkpoint_step, restarts=job.restarts,
                      failures=job.failures, preemptions=job.preemptions, incarnation=job.incarnation,
                      attained_gpu_s=job.attained_gpu_s, profiled_types=list(job.profiled_types),
                      events=[EventOut(time=datetime.fromtimestamp(e.time_s, UTC), kind=e.kind, message=e.message,

@@ -191,7 +191,7 @@ class RoundLoop:
         launches = self._apply(decision, view, live, updates, events, now)
         summary = round_summary(self.cluster, view, decision, policy_s, t)
         summary["round_s"] = time.perf_counter() - r0  # up to the round's commit
-        self.store.commit_round(self.round_no, t, decision_record(decision, self.cluster), policy_s, summary,
+        self.store.commit_round(self.round_no, now, decision_record(decision, self.cluster), policy_s, summary,
                                 updates, events)
         for job_id, spec, control in launches:
             self._launch(job_id, spec, control, now)
