@@ -33,6 +33,20 @@ class Counter:
         self.steps = state["steps"]
 
 
+def make_data(samples: int, dtype: torch.dtype) -> torch.utils.data.TensorDataset:
+    """Teacher-labelled 8-feature vectors in 4 classes, each with its index."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(samples, 8, generator=gen, dtype=dtype)
+    teacher = torch.randn(8, 4, generator=gen, dtype=dtype)
+    y = (x @ teacher + 0.5 * torch.randn(samples, 4, generator=gen, dtype=dtype)).argmax(dim=1)
+    return torch.utils.data.TensorDataset(x, y, torch.arange(samples))
+
+
+def make_net(dtype: torch.dtype) -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)).to(dtype)
+
+
 def write_control(job_dir: Path, **fields: object) -> None:
     tmp = job_dir / ".control.json.tmp"
     tmp.write_text(json.dumps({"incarnation": 0, "batch_size": None, "stop": False, **fields}))
@@ -58,14 +72,9 @@ def main() -> None:
     args = ap.parse_args()
 
     dt.init_process_group()
-    torch.manual_seed(0)
     dtype = torch.float64 if args.float64 else torch.float32
-    gen = torch.Generator().manual_seed(1)
-    x = torch.randn(args.samples, 8, generator=gen, dtype=dtype)
-    teacher = torch.randn(8, 4, generator=gen, dtype=dtype)
-    y = (x @ teacher + 0.5 * torch.randn(args.samples, 4, generator=gen, dtype=dtype)).argmax(dim=1)
-    dataset = torch.utils.data.TensorDataset(x, y, torch.arange(args.samples))
-    net = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)).to(dtype)
+    dataset = make_data(args.samples, dtype)
+    net = make_net(dtype)
     optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
     model = dt.DataParallel(net, optimizer, smoothing=args.smoothing)
     loader = dt.DataLoader(dataset, batch_size=args.batch_size, max_batch_size=args.max_batch_size, seed=3)

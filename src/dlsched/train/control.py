@@ -30,12 +30,16 @@ class Control:
 class ControlReader:
     """Reads ``job_dir/control.json`` when it changed since the last reading."""
 
-    def __init__(self, job_dir: Path | None) -> None:
+    def __init__(self, job_dir: Path | None, incarnation: int = 0) -> None:
         self.path = None if job_dir is None else job_dir / CONTROL_FILE
+        self.incarnation = incarnation
         self._seen: int | None = None
 
     def poll(self) -> Control | None:
         """The file's content if it changed since the last call (None if unchanged, absent or unreadable).
+
+        A file written for an earlier incarnation is stale (the ``stop`` that ended the previous workers, say)
+        and is ignored until the service writes this incarnation's.
 
         A file that does not parse is left unseen, so the next step tries again (the service writes it by
         rename, so this only happens if someone edits it by hand).
@@ -57,6 +61,8 @@ class ControlReader:
             return None
         batch = raw.get("batch_size")
         incarnation = raw.get("incarnation")
+        if isinstance(incarnation, int) and incarnation < self.incarnation:
+            return None
         return Control(incarnation=incarnation if isinstance(incarnation, int) else None,
                        batch_size=batch if isinstance(batch, int) and not isinstance(batch, bool) and batch > 0
                        else None,

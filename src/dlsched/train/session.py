@@ -97,10 +97,13 @@ class _Window:
     step_times: list[float] = field(default_factory=list)
     sync_times: list[float] = field(default_factory=list)
     local_bsz: int = 0
+    #: The global batch of the covered steps (the last one's, should it change within).
+    batch_size: int | None = None
 
-    def add(self, step: int, step_s: float, sync_s: float, local_bsz: int) -> None:
+    def add(self, step: int, step_s: float, sync_s: float, local_bsz: int, batch_size: int | None) -> None:
         if self.first_step is None:
             self.first_step = step
+        self.batch_size = batch_size
         self.step_times.append(step_s)
         self.sync_times.append(sync_s)
         self.local_bsz = max(self.local_bsz, local_bsz)
@@ -135,7 +138,7 @@ class Session:
         self.checkpoint_steps = checkpoint_steps
         self.resumed = resumed
         self.reports = ReportWriter(env.job_dir if env.rank == 0 else None, env.incarnation)
-        self.control = ControlReader(env.job_dir if env.rank == 0 else None)
+        self.control = ControlReader(env.job_dir if env.rank == 0 else None, env.incarnation)
         self.signal = StopSignal()
         self.step = 0 if resumed is None else int(resumed["step"])
         self.samples_seen = 0 if resumed is None else int(resumed["samples_seen"])
@@ -252,7 +255,8 @@ class Session:
             self.loss_ema = self.last_loss if self.loss_ema is None else (
                 LOSS_SMOOTHING * self.loss_ema + (1 - LOSS_SMOOTHING) * self.last_loss)
         self._prev_take = self.step_take
-        self._window.add(self.step, step_s, sync_s, max(self.step_counts, default=0))
+        self._window.add(self.step, step_s, sync_s, max(self.step_counts, default=0),
+                         None if self.loader is None else self.loader.batch_size)
         if vec[1] > 0 and self.loader is not None:
             self.loader.set_batch_size(int(round(vec[1])))
         if vec[0] > 0:
@@ -305,8 +309,7 @@ class Session:
         self.reports.write(
             "progress", first_step=window.first_step, last_step=self.step, samples_seen=self.samples_seen,
             epoch=None if self.loader is None else self.loader.epoch,
-            batch_size=None if self.loader is None else self.loader.batch_size,
-            local_bsz=window.local_bsz, world_size=self.env.world_size,
+            batch_size=window.batch_size, local_bsz=window.local_bsz, world_size=self.env.world_size,
             step_time_s=sum(window.step_times) / len(window.step_times),
             sync_time_s=sum(window.sync_times) / len(window.sync_times),
             grad_sqr=None if gns is None else gns.grad_sqr, grad_var=None if gns is None else gns.grad_var,
