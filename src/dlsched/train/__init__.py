@@ -23,7 +23,7 @@ module             purpose
 ``parallel``       DDP with the noise-scale communication hook, AdaScale's learning rate, emulated slowdown
 ``gns``            gradient noise scale estimates and AdaScale's gain
 ``data``           the elastic sampler and loader
-``checkpoint``     ``step-<n>.pt`` files, written atomically
+``checkpoints``    ``step-<n>.pt`` files, written atomically
 ``control``        ``control.json`` and SIGTERM
 ``reports``        ``reports.jsonl``
 =================  ==========================================================================================

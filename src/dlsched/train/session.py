@@ -28,7 +28,7 @@ from typing import Any, NoReturn, Protocol
 import torch
 import torch.distributed as dist
 
-from dlsched.train import checkpoint as ckpt
+from dlsched.train import checkpoints as ckpt
 from dlsched.train.control import ControlReader, StopSignal
 from dlsched.train.env import TrainEnv
 from dlsched.train.gns import GradientNoiseScale, estimate_from_pair, estimate_from_steps

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from dlsched.core import InputError
-from dlsched.train import checkpoint as ckpt
+from dlsched.train import checkpoints as ckpt
 from dlsched.train.env import TrainEnv, read_env
 from dlsched.train.reports import ReportWriter
 from dlsched.train.session import Session
