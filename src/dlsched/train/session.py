@@ -18,7 +18,9 @@ needs no restore call of its own.
 
 from __future__ import annotations
 
+import atexit
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -165,6 +167,10 @@ class Session:
         self._last_report = time.monotonic()
         self._last_checkpoint = time.monotonic()
         self._last_saved_step = self.step if resumed is not None else -1
+        self._stopping = False
+        # registered now, so it runs after the exit handlers the user registers later and before those of
+        # the libraries imported earlier (see _exit_after_stop)
+        atexit.register(self._exit_after_stop)
 
     # ----- registration -------------------------------------------------------------------------------
     def part(self, key: str) -> Any:
@@ -349,8 +355,20 @@ class Session:
         self._barrier()
         if dist.is_initialized():
             dist.destroy_process_group()
-        sys.stdout.flush()
+        self._stopping = True
         sys.exit(0)
+
+    def _exit_after_stop(self) -> None:
+        """After a stop, leave without the C++ teardown of the communication threads.
+
+        The user's ``finally`` blocks and exit handlers have run by now; what is left is the process group's
+        static teardown, which at times aborts ("terminate called without an active exception") when a peer
+        has already gone, turning a clean stop into a crash in the logs.
+        """
+        if self._stopping:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
 
     def finish(self) -> None:
         """Training is complete: final progress, checkpoint and ``done`` (once)."""
