@@ -35,6 +35,7 @@ from dlsched.policies import Scheduler
 from dlsched.runtime.executor_api import Executor, LaunchSpec
 from dlsched.service import membership
 from dlsched.service.batch import choose_batch
+from dlsched.service.quotas import service_quotas
 from dlsched.service.reports import REPORTS_FILE, digest, read_new_reports, write_control
 from dlsched.service.round_record import decision_record, round_summary, where
 from dlsched.service.store import JobRecord, Store
@@ -382,7 +383,8 @@ class RoundLoop:
                 batch_limits=(spec.batch_size or 1, job.submission.max_batch_size or spec.batch_size or 1)
                 if spec.adaptivity is Adaptivity.ADAPTIVE else None))
             mem.new_tput, mem.new_grad = [], []
-        view = ClusterView(time_s=t, round_s=self.options.round_s, cluster=self.cluster, jobs=views)
+        view = ClusterView(time_s=t, round_s=self.options.round_s, cluster=self.cluster, jobs=views,
+                           quotas=service_quotas(self.store))
         self.batches.update(view)
         return view
 

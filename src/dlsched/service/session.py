@@ -42,8 +42,7 @@ def run_workload(options: ServeOptions, workload: Sequence[TimedSubmission], *,
                  max_time_s: float | None = None) -> WorkloadRun:
     """Submit the workload at its times and run rounds every ``options.round_s`` until every job has ended
     (or ``max_time_s`` has passed); the state stays in ``options.state`` for the caller to read."""
-    from dlsched.policies import build_scheduler
-    from dlsched.service.server import admin_token, build_executor
+    from dlsched.service.server import admin_token, build_executor, service_scheduler
 
     state = options.state.expanduser().resolve()
     state.mkdir(parents=True, exist_ok=True)
@@ -53,8 +52,7 @@ def run_workload(options: ServeOptions, workload: Sequence[TimedSubmission], *,
         store.add_user(user)
     executor, cluster_name = build_executor(options, state)
     checkpoint_dir = (options.checkpoint_dir or state / "checkpoints").expanduser().resolve()
-    loop = RoundLoop(store, executor,
-                     lambda: build_scheduler(options.policy, settings=dict(options.settings), seed=0),
+    loop = RoundLoop(store, executor, lambda: service_scheduler(options),
                      cluster_name=cluster_name,
                      options=LoopOptions(round_s=options.round_s, jobs_dir=state / "jobs",
                                          checkpoint_dir=checkpoint_dir))
