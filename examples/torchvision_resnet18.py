@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-batch-size", type=int, default=128)
     ap.add_argument("--samples", type=int, default=256)
     ap.add_argument("--image-size", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--target-loss", type=float, default=None)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)

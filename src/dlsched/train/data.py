@@ -20,7 +20,7 @@ from torch.utils.data import Dataset, TensorDataset, default_collate
 
 from dlsched.core import InputError
 from dlsched.train.session import Session, split_counts
-from dlsched.train.state import current_session
+from dlsched.train.state import current_session, fail
 
 
 def permutation(seed: int, epoch: int, n: int) -> torch.Tensor:
@@ -78,6 +78,13 @@ class DataLoader:
 
     def __init__(self, dataset: Dataset[Any], batch_size: int, *, max_batch_size: int | None = None,
                  seed: int = 0, collate_fn: Callable[[list[Any]], Any] | None = None) -> None:
+        try:
+            self._setup(dataset, batch_size, max_batch_size, seed, collate_fn)
+        except InputError as exc:  # a script's or a checkpoint's mistake: one error line, never a traceback
+            fail(str(exc))
+
+    def _setup(self, dataset: Dataset[Any], batch_size: int, max_batch_size: int | None, seed: int,
+               collate_fn: Callable[[list[Any]], Any] | None) -> None:
         if not isinstance(dataset, Sized):
             raise InputError("the data set must have a length (a map-style Dataset)", field="dataset")
         if batch_size < 1:

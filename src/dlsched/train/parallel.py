@@ -10,8 +10,9 @@ the gradients to the host. With one replica the hook keeps the previous step's g
 takes its dot product with this step's, the two steps standing in for two replicas.
 
 Emulated GPU types (``DLSCHED_SLOWDOWN`` > 1): the first bucket of a step waits ``(slowdown - 1)`` times the
-step's computation (forward and backward, measured on the previous step; on the first, up to this bucket)
-before any exchange starts. The exchange itself is not stretched: a GPU type does not change the network,
+step's computation (forward and backward) before any exchange starts. When the gradients fit one bucket (small
+models) that is this step's own computation, measured as the bucket becomes ready; with several buckets the
+first is ready before the backward pass ends, so the previous step's full computation stands in. The exchange itself is not stretched: a GPU type does not change the network,
 and stretching the wait for peers would feed each rank's sleep into the others' waits.
 """
 

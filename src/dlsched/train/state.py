@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -30,7 +31,12 @@ EXIT_BAD_INPUT = 2
 _session: Session | None = None
 
 
-def _fail(env: TrainEnv | None, message: str, code: int) -> None:
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    """End this rank on bad input found after the start (one ``error:`` line, an ``error`` report from rank 0)."""
+    _fail(None if _session is None else _session.env, message, code)
+
+
+def _fail(env: TrainEnv | None, message: str, code: int) -> NoReturn:
     print(f"error: {message}", file=sys.stderr, flush=True)
     if env is not None and env.rank == 0:
         ReportWriter(env.job_dir, env.incarnation).write("error", message=message)
@@ -63,7 +69,6 @@ def init_process_group(backend: str | None = None, *, checkpoint_dir: str | Path
             raise InputError(f"must be >= 1, got {checkpoint_steps}", field="checkpoint_steps")
     except InputError as exc:
         _fail(env, str(exc), EXIT_BAD_INPUT)
-    assert env is not None
     directory = env.checkpoint_dir or (Path(checkpoint_dir).absolute() if checkpoint_dir is not None else None)
     resumed = None
     if env.resume_step > 0:
@@ -71,7 +76,6 @@ def init_process_group(backend: str | None = None, *, checkpoint_dir: str | Path
         if path is None or not path.is_file():
             where = str(path) if path is not None else "(no DLSCHED_CHECKPOINT_DIR)"
             _fail(env, f"checkpoint of step {env.resume_step} not found: {where}", EXIT_MISSING_CHECKPOINT)
-        assert path is not None
         resumed = ckpt.load(path)
     device = _device(env)
     if backend is None:
