@@ -254,7 +254,10 @@ class RoundLoop:
                 up["message"] = d.error
         self._settle_profiles(job, mem, now, up, events)
         if job.cancel_requested and job.status not in FINISHED:
-            self.executor.stop([job.id, *mem.profiles], grace_s=self.options.stop_grace_s)
+            keys = [job.id, *mem.profiles]
+            self.executor.stop(keys, grace_s=self.options.stop_grace_s)
+            for key in keys:
+                self.executor.forget(key)
             mem.profiles.clear()
             up.update(status="cancelled", finished_s=now, placement={}, gpus=0, gpu_type=None)
             events.append((job.id, "cancelled", "cancelled by its user", {}))
@@ -306,6 +309,7 @@ class RoundLoop:
         failures = job.failures + 1
         limit = job.submission.max_failures
         if failures > limit:
+            self.executor.forget(job.id)
             up.update(status="failed", finished_s=self.clock(), placement={}, gpus=0, gpu_type=None,
                       failures=failures, message=f"{why}; failed {failures} times (max_failures {limit})")
             events.append((job.id, "failed", up["message"], {"failures": failures}))
