@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import schemathesis
-from apikit import live_api
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
@@ -22,6 +21,7 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from servicekit import start_service, stop_service, wait_for_server
 
 from dlsched.service.store import Store
 
@@ -31,13 +31,20 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Store, str]]:
+    """A live ``dlsched serve`` (its own process, the dry-run executor, rounds every second) and a second
+    handle on its database, through which the test counts what got stored."""
     state = tmp_path_factory.mktemp("schemathesis") / "state"
-    store = Store.open(state)
-    token = store.add_user("alice")
-    with live_api(store, state / "jobs", cluster_info=lambda: {"nodes": []}) as server:
-        schema = schemathesis.openapi.from_url(server.url + "/openapi.json")
+    proc = start_service(state, "--executor", "dry-run", "--round-s", "1")
+    try:
+        info = wait_for_server(state, proc)
+        store = Store.open(state)
+        token = store.add_user("alice")
+        schema = schemathesis.openapi.from_url(info["url"] + "/openapi.json")
         yield schema, store, token
-    store.close()
+        store.close()
+        assert proc.poll() is None, "the service died under the generated requests"
+    finally:
+        stop_service(proc)
 
 
 def _cases(schema: Any, mode: GenerationMode, headers: dict[str, str] | None) -> st.SearchStrategy[Any]:
