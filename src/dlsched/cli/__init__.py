@@ -25,9 +25,26 @@ import logging
 import signal
 import sys
 
-from dlsched.cli.common import app
+# The shared helpers stay importable from here, where they used to live; the command groups themselves import
+# them from dlsched.cli.common (importing this package from a group would close an import circle).
+from dlsched.cli.common import (
+    TABLE_WIDTH,
+    Format,
+    FormatOpt,
+    WideOpt,
+    app,
+    err,
+    fail,
+    guard,
+    note,
+    out,
+    print_json_lines,
+    print_summaries,
+    warn,
+)
 
-__all__ = ["app", "main"]
+__all__ = ["TABLE_WIDTH", "Format", "FormatOpt", "WideOpt", "app", "err", "fail", "guard", "main", "note", "out",
+           "print_json_lines", "print_summaries", "warn"]
 
 
 def _terminated(signum: int, frame: object) -> None:
