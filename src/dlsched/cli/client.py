@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from dlsched.cli import Format, FormatOpt, app, guard, note, out
+from dlsched.cli.common import Format, FormatOpt, app, guard, note, out
 from dlsched.core import InputError
 
 ServerOpt = Annotated[str | None, typer.Option("--server", envvar="DLSCHED_SERVER", show_envvar=True,

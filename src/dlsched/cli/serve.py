@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from dlsched.cli import Format, FormatOpt, guard, note, out
+from dlsched.cli.common import Format, FormatOpt, guard, note, out
 from dlsched.cli.run_options import parse_set
 from dlsched.core import InputError
 
