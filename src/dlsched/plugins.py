@@ -220,8 +220,7 @@ def load_plugin_file(path: str | Path) -> ModuleType:
     given = str(path)
     p = Path(path).expanduser()
     if not p.is_file():
-        raise InputError("plugin file not found" if not p.exists() else "plugin is not a file", source=given,
-                         field="plugin")
+        raise InputError("plugin file not found" if not p.exists() else "plugin is not a file", source=given)
     resolved = p.resolve()
     if resolved in _FILES:
         return _FILES[resolved]
