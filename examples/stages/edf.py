@@ -6,8 +6,9 @@ ordering (Gimbal's); this file shows how one's own is written, and registers it 
 
     dlsched simulate --plugin examples/stages/edf.py --ordering my-edf --jobs 20
 
-``grace_s`` is a tunable (``--set grace_s=600``): deadlines within that many seconds of each other count as
-the same, and those jobs are served in submission order, so a later job cannot overtake by seconds.
+``grace_s`` is a tunable (``--set grace_s=600``): deadlines are rounded down to multiples of it, and jobs
+whose deadlines fall in one window are served in submission order, so a later job cannot overtake an earlier
+one by a few seconds of deadline.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dlsched.core.ranges import ranged
 class EarliestDeadlineFirst:
     """Earliest deadline first; jobs without a deadline after those with one, by submit time."""
 
-    #: Deadlines this close (seconds) are equal; 0 orders by the exact deadline.
+    #: Width (seconds) of the windows deadlines are rounded down to; 0 orders by the exact deadline.
     grace_s: float = ranged(0.0, 0.0, 86400.0)
     name: str = "my-edf"
 
