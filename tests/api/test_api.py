@@ -76,6 +76,13 @@ def test_a_saved_result_replays_with_the_cli(tmp_path: Path) -> None:
     assert json.loads(replay.stdout)["avg_jct_s"] == pytest.approx(r.summary["avg_jct_s"])
 
 
+def test_a_resolved_config_replays_the_run() -> None:
+    r = dlsched.simulate(policy="las", **SMALL)
+    again = dlsched.simulate(config=r.config)
+    assert again.config == r.config
+    assert again.summary["avg_jct_s"] == r.summary["avg_jct_s"]
+
+
 def test_options_route_to_fields_world_settings_and_tunables() -> None:
     cfg = dlsched.configure(policy="tiresias", jobs=5, locality_penalty=2.0, starvation_factor=3,
                             settings={"world.restart_delay_scale": "0.5", "max_time_s": "7200",

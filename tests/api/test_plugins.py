@@ -6,7 +6,6 @@ import dataclasses
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,21 +19,6 @@ from dlsched.policies.registry import STAGES
 from testkit import duration_job, small_cluster
 
 SMALL = {"cluster": "sia-hetero-64", "trace": "synthetic:rate=20,hours=1,seed=1", "jobs": 6}
-
-
-@pytest.fixture(autouse=True)
-def fresh_registry() -> Iterator[None]:
-    """Every test's own registrations are removed afterwards, so tests do not see each other's stages."""
-    before = {kind: dict(table) for kind, table in STAGES.items()}
-    users, files = dict(plugins._USER), dict(plugins._FILES)
-    yield
-    for kind, table in STAGES.items():
-        table.clear()
-        table.update(before[kind])
-    plugins._USER.clear()
-    plugins._USER.update(users)
-    plugins._FILES.clear()
-    plugins._FILES.update(files)
 
 
 @dataclasses.dataclass
