@@ -15,7 +15,7 @@ WORKERS ?= 2
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,runtime]'
+	$(PY) -m pip install -q -e '.[test,runtime,service]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

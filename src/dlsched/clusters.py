@@ -3,7 +3,10 @@
 A cluster file lists node groups; every group is ``count`` nodes of ``gpus_per_node`` GPUs of one type.
 Optional per-group ``speed_factor`` models server-level heterogeneity (Hops) and ``rack`` adds a locality
 level above the node (PAL). ``variability`` names the measured per-GPU profile family the cluster's GPUs
-are drawn from (``longhorn``, ``frontera``, ``ls6``, ``testbed32``).
+are drawn from (``longhorn``, ``frontera``, ``ls6``, ``testbed32``). ``gpu_types`` declares GPU types of
+the file's own, each ``like`` a known type and ``speed`` times as fast (``l40s: {like: a100, speed: 0.8,
+memory_gb: 48}``): the built :class:`~dlsched.core.Cluster` carries them in ``gpu_types`` and the world
+derives their step times from ``like``'s (docs/gpu-types.md), so no packaged file changes.
 
 Numbers are strict (``gpus_per_node: true`` or ``count: 2.5`` is a mistake, not 1 or 2) and bounded by what
 they mean: a server holds 1..64 GPUs, a speed factor is a multiplier between 1/100 and 100 of the median
@@ -14,14 +17,15 @@ outside its range is refused naming the file, the field and the range (docs/simu
 from __future__ import annotations
 
 import dataclasses
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from dlsched.core import KNOWN_GPU_TYPES, Cluster, InputError, Node
+from dlsched.core import KNOWN_GPU_TYPES, Cluster, GpuType, InputError, Node
 from dlsched.core.ranges import Range
 
 VARIABILITY_FAMILIES = ("longhorn", "frontera", "ls6", "testbed32")
@@ -35,6 +39,61 @@ GROUP_RANGES: dict[str, Range] = {
 }
 #: Most GPUs one cluster file may describe.
 MAX_CLUSTER_GPUS = 65536
+#: Allowed ranges of a declared GPU type's numbers.
+DECLARED_RANGES: dict[str, Range] = {
+    "speed": Range(0.01, 100.0),
+    "memory_gb": Range(1.0, 4096.0),
+}
+#: A declared type's name: lowercase letters, digits, '-' and '_', starting with a letter.
+TYPE_NAME = r"^[a-z][a-z0-9_-]{0,31}$"
+
+
+def _number(v: object) -> object:
+    """PyYAML reads ``1e-3`` (no dot) as text; take it as the number the user wrote."""
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return v
+    return v
+
+
+class DeclaredGpuType(BaseModel):
+    """A GPU type a cluster file declares: a known type's speeds scaled by ``speed``."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    #: The known type whose step times, synchronisation and memory limits it scales.
+    like: str = Field(strict=True)
+    #: Single-GPU speed relative to ``like`` (0.8: every step's compute takes 1/0.8 as long).
+    speed: float = Field(ge=DECLARED_RANGES["speed"].lo, le=DECLARED_RANGES["speed"].hi)
+    #: GPU memory; the largest local batch scales with it against ``like``'s. Default: ``like``'s.
+    memory_gb: float | None = Field(default=None, ge=DECLARED_RANGES["memory_gb"].lo,
+                                    le=DECLARED_RANGES["memory_gb"].hi)
+    #: Shown in reports; default ``declared, like <like>``.
+    vendor_name: str = Field(default="", strict=True)
+
+    @field_validator("speed", "memory_gb", mode="before")
+    @classmethod
+    def _strict_number(cls, v: object) -> object:
+        """``speed: true`` is a mistake, not 1.0; ``1e-1`` (read by PyYAML as text) is the number written."""
+        if isinstance(v, bool):
+            raise ValueError(f"must be a number, got {v!r}")
+        return _number(v)
+
+    @field_validator("like")
+    @classmethod
+    def _known_like(cls, v: str) -> str:
+        if v not in KNOWN_GPU_TYPES:
+            raise ValueError(f"unknown GPU type '{v}' for 'like' (known: {', '.join(sorted(KNOWN_GPU_TYPES))})")
+        return v
+
+    def gpu_type(self, name: str) -> GpuType:
+        """The :class:`GpuType` the cluster carries (rank and interconnect of ``like``)."""
+        base = KNOWN_GPU_TYPES[self.like]
+        return GpuType(name=name, memory_gb=self.memory_gb if self.memory_gb is not None else base.memory_gb,
+                       vendor_name=self.vendor_name or f"declared, like {base.vendor_name}", rank=base.rank,
+                       interconnect=base.interconnect, like=self.like, speed=self.speed)
 
 
 class NodeGroup(BaseModel):
@@ -60,22 +119,17 @@ class NodeGroup(BaseModel):
             raise ValueError(f"unknown host '{v}' (known: {', '.join(sorted(HOSTS))})")
         return v
 
-    @field_validator("speed_factor", mode="before")
-    @classmethod
-    def _yaml_exponent(cls, v: object) -> object:
-        """PyYAML reads ``1e-3`` (no dot) as text; take it as the number the user wrote."""
-        if isinstance(v, str):
-            try:
-                return float(v)
-            except ValueError:
-                return v
-        return v
+    _yaml_exponent = field_validator("speed_factor", mode="before")(_number)
 
     @field_validator("gpu_type")
     @classmethod
-    def _known_type(cls, v: str) -> str:
-        if v not in KNOWN_GPU_TYPES:
-            raise ValueError(f"unknown GPU type '{v}' (known: {', '.join(sorted(KNOWN_GPU_TYPES))})")
+    def _known_type(cls, v: str, info: ValidationInfo) -> str:
+        """A known type or one the same file declares (``_parse`` passes their names as context)."""
+        declared = (info.context or {}).get("declared", ())
+        if v not in KNOWN_GPU_TYPES and v not in declared:
+            known = ", ".join(sorted(KNOWN_GPU_TYPES))
+            also = f"; declared here: {', '.join(sorted(declared))}" if declared else ""
+            raise ValueError(f"unknown GPU type '{v}' (known: {known}{also}; or declare it under gpu_types)")
         return v
 
 
@@ -85,6 +139,8 @@ class ClusterFile(BaseModel):
     name: str = Field(strict=True, min_length=1)
     description: str = ""
     variability: Literal["longhorn", "frontera", "ls6", "testbed32"] | None = None
+    #: GPU types of this file's own, by name (module docstring).
+    gpu_types: dict[str, DeclaredGpuType] = Field(default_factory=dict)
     nodes: list[NodeGroup] = Field(min_length=1)
     #: World options this cluster defaults to (``calibration: sia-artifact`` for a cluster whose physical
     #: counterpart was measured that way); a run that sets an option itself wins. Values are checked where
@@ -101,6 +157,19 @@ class ClusterFile(BaseModel):
         if unknown:
             raise ValueError(f"unknown world option '{unknown[0]}' (known: {', '.join(known)})")
         return world
+
+    @field_validator("gpu_types", mode="before")
+    @classmethod
+    def _type_names(cls, types: object) -> object:
+        """A declared name is new (not a known type's) and plain, so reports and trace cells can name it."""
+        if isinstance(types, dict):
+            for name in types:
+                if not isinstance(name, str) or not re.match(TYPE_NAME, name):
+                    raise ValueError(f"GPU type name {name!r} must be lowercase letters, digits, '-' or '_', "
+                                     "starting with a letter")
+                if name in KNOWN_GPU_TYPES:
+                    raise ValueError(f"'{name}' is a known GPU type; declare a new name (like: {name}, speed: ...)")
+        return types
 
     @field_validator("nodes")
     @classmethod
@@ -119,7 +188,9 @@ class ClusterFile(BaseModel):
                 nodes.append(Node(node_id=nid, gpu_type=g.gpu_type, num_gpus=g.gpus_per_node,
                                   speed_factor=g.speed_factor, rack=g.rack, name=f"{g.gpu_type}-{nid}",
                                   host=g.host))
-        types = {n.gpu_type: KNOWN_GPU_TYPES[n.gpu_type] for n in nodes}
+        declared = {name: d.gpu_type(name) for name, d in self.gpu_types.items()}
+        types = {n.gpu_type: declared[n.gpu_type] if n.gpu_type in declared else KNOWN_GPU_TYPES[n.gpu_type]
+                 for n in nodes}
         return Cluster(name=self.name, nodes=tuple(nodes), gpu_types=types, variability=self.variability)
 
 
@@ -137,8 +208,10 @@ def _parse(text: str, source: str) -> ClusterFile:
         raise InputError(f"not valid YAML ({getattr(exc, 'problem', exc)})", source=source, line=line) from None
     if not isinstance(raw, dict):
         raise InputError("a cluster file must be a mapping with 'name' and 'nodes'", source=source)
+    declared = raw.get("gpu_types")
+    context = {"declared": tuple(str(k) for k in declared) if isinstance(declared, dict) else ()}
     try:
-        return ClusterFile.model_validate(raw)
+        return ClusterFile.model_validate(raw, context=context)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
@@ -149,6 +222,8 @@ def _parse(text: str, source: str) -> ClusterFile:
         if key in GROUP_RANGES and err["type"] != "missing":
             whole = "a whole number in " if key != "speed_factor" else ""
             msg += f" (allowed: {whole}{GROUP_RANGES[key]})"
+        elif key in DECLARED_RANGES and len(err["loc"]) == 3 and err["type"] != "missing":
+            msg += f" (allowed: {DECLARED_RANGES[key]})"
         raise InputError(msg, source=source, field=loc) from None
 
 

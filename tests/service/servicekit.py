@@ -130,3 +130,24 @@ def check_contiguous(job_reports: list[dict[str, Any]]) -> tuple[int, int]:
         elif kind == "done":
             last = int(r["step"])
     return incarnations, last
+
+
+def kill_workers(job_id: str) -> list[int]:
+    """SIGKILL every worker process of ``job_id`` (found by the ``DLSCHED_JOB_ID`` in its environment, as an
+    operator would find them); returns their pids."""
+    killed = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if f"DLSCHED_JOB_ID={job_id}".encode() in environ and b"python" in cmdline and b"/bin/sh" not in cmdline:
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed.append(int(proc.name))
+            except ProcessLookupError:
+                pass
+    return killed

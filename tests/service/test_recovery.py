@@ -26,6 +26,7 @@ from servicekit import (  # noqa: E402
     check_contiguous,
     client,
     kill9,
+    kill_workers,
     reports,
     show,
     start_service,
@@ -39,7 +40,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 def _spec(tmp: Path, name: str, **fields: Any) -> Path:
     path = tmp / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({"name": name, "working_dir": str(EXAMPLES), "max_failures": 2, **fields}))
+    path.write_text(yaml.safe_dump({"working_dir": str(EXAMPLES), "max_failures": 2, **fields, "name": name}))
     return path
 
 
@@ -66,11 +67,14 @@ def _running_with_checkpoint(info: dict[str, Any], ids: list[str]) -> bool:
 def test_kill_minus_nine_loses_no_job_and_no_step(tmp_path: Path) -> None:
     state = tmp_path / "state"
     env = {"DLSCHED_CHECKPOINT_S": "2", "DLSCHED_REPORT_S": "1"}
+    example = yaml.safe_load((EXAMPLES / "mlp.yaml").read_text())  # the shipped example, run longer
+    example["command"] = example["command"].replace("--epochs 3", "--epochs 150")
     specs = [
-        EXAMPLES / "mlp.yaml",
-        _spec(tmp_path, "adaptive-resnet", command="python resnet.py --epochs 3", gpus={"min": 1, "max": 2},
+        _spec(tmp_path, "example-mlp", **{**{k: v for k, v in example.items() if k != "name"},
+                                          "working_dir": str(EXAMPLES), "env": env}),
+        _spec(tmp_path, "adaptive-resnet", command="python resnet.py --epochs 15", gpus={"min": 1, "max": 2},
               adaptivity="adaptive", batch_size=16, max_batch_size=64, env=env),
-        _spec(tmp_path, "rigid-transformer", command="python transformer.py --epochs 3", gpus=2,
+        _spec(tmp_path, "rigid-transformer", command="python transformer.py --epochs 20", gpus=2,
               adaptivity="rigid", batch_size=32, env=env),
     ]
     args = ("--cluster", "ray-local-4", "--round-s", "2", "--policy", "fifo")
@@ -82,6 +86,9 @@ def test_kill_minus_nine_loses_no_job_and_no_step(tmp_path: Path) -> None:
                    timeout_s=240)
         rounds_before = _rounds(state)
         kill9(proc)
+        # while the service is down, the rigid job's workers die too: it must resume from its checkpoint
+        killed = kill_workers(ids[2])
+        assert killed, "no worker process of the rigid job found"
         restarted = time.time()
         proc = start_service(state, *args)
         info = wait_for_server(state, proc, since=restarted)
@@ -90,9 +97,13 @@ def test_kill_minus_nine_loses_no_job_and_no_step(tmp_path: Path) -> None:
         wait_until("all three jobs succeeded", lambda: _all_succeeded(info, ids), timeout_s=480, every_s=2.0)
         for job_id in ids:
             incarnations, last = check_contiguous(reports(state, job_id))
-            assert incarnations >= 1 and last > 0
             detail = show(info, job_id)
-            assert detail["steps_done"] == last
+            assert last > 0 and detail["steps_done"] == last
+            kinds = [e["kind"] for e in detail["events"]]
+            if job_id == ids[2]:  # restarted from its last checkpoint, once, as a failure
+                assert incarnations == 2 and detail["failures"] == 1 and "failure" in kinds, kinds
+            else:  # its workers outlived the service and were found again
+                assert incarnations == 1 and "reattached" in kinds, kinds
     finally:
         stop_service(proc)
     rounds = _rounds(state)
@@ -109,3 +120,40 @@ def _rounds(state: Path) -> list[dict[str, Any]]:
         return store.rounds()
     finally:
         store.close()
+
+
+def test_a_killed_node_leaves_the_schedule_and_its_job_resumes_elsewhere(tmp_path: Path) -> None:
+    from raynodes import RayNodes
+
+    cluster = RayNodes()
+    proc = None
+    try:
+        nodes = {"n1": cluster.add({"dlsched_gpus_t4": 2, "dlsched_node_n1": 1}),
+                 "n2": cluster.add({"dlsched_gpus_t4": 2, "dlsched_node_n2": 1})}
+        state = tmp_path / "state"
+        proc = start_service(state, "--address", cluster.address, "--round-s", "2", "--policy", "fifo")
+        info = wait_for_server(state, proc)
+        spec = _spec(tmp_path, "rigid-transformer", command="python transformer.py --epochs 25", gpus=2,
+                     adaptivity="rigid", batch_size=32, env={"DLSCHED_CHECKPOINT_S": "2", "DLSCHED_REPORT_S": "1"})
+        job_id = _submit(info, spec)
+        wait_until("the job running with a checkpoint", lambda: _running_with_checkpoint(info, [job_id]),
+                   timeout_s=240)
+        (first,) = show(info, job_id)["placement"]
+        cluster.kill_raylet(nodes[first])
+        wait_until("the job succeeded", lambda: _all_succeeded(info, [job_id]), timeout_s=480, every_s=2.0)
+        detail = show(info, job_id)
+        placed = [e["data"]["placement"] for e in detail["events"] if e["kind"] == "placed"]
+        assert len(placed) >= 2 and first in placed[0] and first not in placed[-1], placed
+        assert any(e["kind"] == "lost" for e in detail["events"])
+        assert detail["failures"] == 0, "a lost node is not the job's failure"
+        incarnations, last = check_contiguous(reports(state, job_id))
+        assert incarnations >= 2 and detail["steps_done"] == last
+        import httpx
+
+        seen = httpx.get(info["url"] + "/v1/cluster", headers={"Authorization": f"Bearer {info['token']}"},
+                         timeout=10).json()
+        assert [n["name"] for n in seen["nodes"]] == [n for n in nodes if n != first]
+    finally:
+        if proc is not None:
+            stop_service(proc)
+        cluster.shutdown()

@@ -238,7 +238,7 @@ def test_a_step_whose_sweeps_have_not_settled_its_prices_is_not_taken_for_conver
 
 
 def test_prox_steps_reach_the_proximal_method_only() -> None:
-    from dlsched.solvers.continual import ContinualAssignment
+    from dlsched.solvers.continual_assignment import ContinualAssignment
 
     assert isinstance(ContinualAssignment(2, "continual", prox_steps=200).method, ProximalPoint)
     assert ContinualAssignment(2, "continual", prox_steps=200).method.prox_steps == 200  # type: ignore[union-attr]
@@ -251,7 +251,7 @@ def test_continual_assignment_follows_rebuilt_problems(method: str) -> None:
     """A caller that rebuilds its problem each round (jobs come and go, forced options) gets feasible answers
     that honour the forced options, and the kept problem holds exactly the unforced groups of the round."""
     from dlsched.solvers import random_assignment_problem
-    from dlsched.solvers.continual import ContinualAssignment
+    from dlsched.solvers.continual_assignment import ContinualAssignment
 
     solver = ContinualAssignment(3, method)
     rng = np.random.default_rng(5)

@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 
 from dlsched.clusters import load_cluster
-from dlsched.world.throughput import SYNC_PARAMS, ThroughputModel
+from dlsched.world.throughput import NODE_SYNC_PARAMS, SYNC_PARAMS, ThroughputModel
 
 MODELS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
 
@@ -24,15 +24,18 @@ def test_derived_types_follow_their_published_speeds(tm: ThroughputModel) -> Non
         assert tm.relative_speed(name) == pytest.approx(tm.relative_speed(s["from"]) * s["speed"])
         for model in MODELS:
             assert tm.supports(model, name)
+            speed = s.get("model_speed", {}).get(model, s["speed"])
             # one GPU (no synchronisation): compute is exactly 1/speed times the base type's
             bsz = min(16, tm.max_local_bsz(model, name))
             mine, _ = tm.step_time(model, name, (1,), bsz)
             base, _ = tm.step_time(model, s["from"], (1,), bsz)
-            assert mine == pytest.approx(base / s["speed"], rel=1e-9)
-            # synchronisation is the interconnect's: the sync_from type's terms
+            assert mine == pytest.approx(base / speed, rel=1e-9)
+            # synchronisation is the interconnect's: the sync_from type's terms, in-server ones over sync_speed
             p, q = tm.params(model, name), tm.params(model, s["sync_from"])
-            assert all(p[k] == q[k] for k in SYNC_PARAMS)
-            assert tm.max_local_bsz(model, name) <= tm.max_local_bsz(model, s["from"])
+            scale = {k: s.get("sync_speed", 1.0) for k in NODE_SYNC_PARAMS}
+            assert all(p[k] == pytest.approx(q[k] / scale.get(k, 1.0), rel=1e-12, abs=1e-300) for k in SYNC_PARAMS)
+            limit = tm.max_local_bsz(model, s["from"]) * s["memory_ratio"]
+            assert max(1, int(limit)) == tm.max_local_bsz(model, name)
     assert tm.relative_speed("a10-pcie") < tm.relative_speed("a100-pcie") < tm.relative_speed("a100")
 
 

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from dlsched.clusters import load_cluster
 from dlsched.core import Adaptivity, InputError, JobSpec, Placement
-from dlsched.world.base import HopsJobPhysics, World
-from dlsched.world.hops import GPUS, MODELS, iteration_parts, iteration_time
+from dlsched.world.base import World
+from dlsched.world.hops import GPUS, MODELS, HopsJobPhysics, iteration_parts, iteration_time
 
 
 def hops_job(model: str, counts=(1, 2, 4, 8), duration=3600.0) -> JobSpec:

@@ -31,7 +31,8 @@ def em() -> EfficiencyModel:
 
 def test_catalogue(tm):
     assert tm.models() == set(MAIN) | {"gpt_pmp"}
-    assert tm.known_types() == {"t4", "rtx", "rtx5000", "quad", "v100", "a100", "a40", "a10-pcie", "a100-pcie"}
+    assert tm.known_types() == {"t4", "rtx", "rtx5000", "quad", "v100", "a100", "a40", "a10-pcie", "a100-pcie",
+                               "h100", "h200"}
     for model in MAIN:
         for gtype in TYPES:
             assert tm.supports(model, gtype)
@@ -44,8 +45,8 @@ def test_relative_speed(tm):
     assert tm.relative_speed("v100") == 1.0
     assert tm.relative_speed("rtx5000") == pytest.approx(0.9 * tm.relative_speed("quad"), rel=1e-4)
     assert tm.relative_speed("a100") > tm.relative_speed("v100") > tm.relative_speed("t4")
-    with pytest.raises(InputError, match="h100"):
-        tm.relative_speed("h100")
+    with pytest.raises(InputError, match="mi300x"):
+        tm.relative_speed("mi300x")
 
 
 def test_restart_delays_in_thesis_range(tm):

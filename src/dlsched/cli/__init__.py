@@ -15,152 +15,39 @@ module             commands
 ``trace``          ``dlsched trace validate|stats|convert``
 ``variability``    ``dlsched variability show|fit``
 ``data``           ``dlsched data list|fetch`` (the public datasets, fetched into the data directory)
+``serve``          ``dlsched serve`` (the scheduler service) and ``serve user|quota``
+``client``         ``dlsched submit|jobs|show|cancel|logs`` (the service's client)
 ``run_options``    the flags that describe a run, turned into a RunConfig
+``common``         what the groups share: ``app``, ``--format``, ``error:`` lines, the summary table
 =================  =========================================================
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import sys
-from collections.abc import Callable, Iterable
-from enum import StrEnum
-from typing import Annotated, Any, TypeVar
 
-import typer
-from rich.console import Console
-from rich.table import Table
+# The shared helpers stay importable from here, where they used to live; the command groups themselves import
+# them from dlsched.cli.common (importing this package from a group would close an import circle).
+from dlsched.cli.common import (
+    TABLE_WIDTH,
+    Format,
+    FormatOpt,
+    WideOpt,
+    app,
+    err,
+    fail,
+    guard,
+    note,
+    out,
+    print_json_lines,
+    print_summaries,
+    warn,
+)
 
-from dlsched.core import InputError
-
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Schedule deep-learning training jobs on shared, heterogeneous GPU clusters.")
-#: piped output gets the whole table rather than rich's default 80 columns
-out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 220)
-err = Console(stderr=True)
-T = TypeVar("T")
-
-
-class Format(StrEnum):
-    """``table`` for people, ``json`` (one object per line) for programs."""
-
-    table = "table"
-    json = "json"
-
-
-#: ``--format table|json``, the same on every command.
-FormatOpt = Annotated[Format, typer.Option("--format", help="table (human) or json (one object per line).")]
-
-
-def fail(message: object, code: int = 2) -> typer.Exit:
-    """Print ``error: <message>`` as one line on stderr and return the exit to raise.
-
-    One line whatever the terminal width (no wrapping), so scripts and tests can match it.
-    """
-    sys.stderr.write(f"error: {' '.join(str(message).split())}\n")
-    return typer.Exit(code)
-
-
-def note(message: object) -> None:
-    """Print an informational line on stderr, unwrapped (one line whatever the terminal width)."""
-    sys.stderr.write(f"{' '.join(str(message).split())}\n")
-
-
-def warn(message: object) -> None:
-    """Print ``warning: <message>`` as one line on stderr (the result on stdout is unaffected)."""
-    sys.stderr.write(f"warning: {' '.join(str(message).split())}\n")
-
-
-def guard(fn: Callable[[], T]) -> T:
-    """Input errors become one line and exit 2; a policy breaking an invariant, one line and exit 1."""
-    from dlsched.sim.invariants import PolicyError
-
-    try:
-        return fn()
-    except InputError as exc:
-        raise fail(str(exc)) from None
-    except PolicyError as exc:
-        raise fail(f"invariant violated: {exc}", 1) from None
-
-
-def print_json_lines(rows: Iterable[dict[str, Any]]) -> None:
-    for row in rows:
-        sys.stdout.write(json.dumps(row) + "\n")
-
-
-#: Summary columns of the human table: (title, summary key, divisor; None prints the value as it is). The
-#: first ones are what a user compares policies by and fit in 100 columns; ``--wide`` shows them all.
-_SUMMARY_COLUMNS: tuple[tuple[str, str, float | None], ...] = (
-    ("policy", "policy", None), ("done", "completed", None), ("avg JCT h", "avg_jct_s", 3600),
-    ("p99 JCT h", "p99_jct_s", 3600), ("makespan h", "makespan_s", 3600), ("wait min", "avg_wait_s", 60),
-    ("util", "utilization", 1), ("restarts/job", "restarts_per_job", 1),
-    ("jobs", "jobs", None), ("p50 JCT h", "p50_jct_s", 3600), ("GPU-h/job", "gpu_hours_per_job", 1),
-    ("FTF max", "ftf_max", 1), ("unfair", "ftf_unfair_frac", 1), ("LR max", "latency_ratio_max", 1),
-    ("frag/round", "fragments_per_round", 1), ("policy ms p50", "policy_time_median_s", 1e-3),
-    ("wall s", "sim_wall_s", 1))
-#: How many of :data:`_SUMMARY_COLUMNS` the default (narrow) table shows.
-_DEFAULT_COLUMNS = 8
-#: Width the default table and its header line keep within.
-TABLE_WIDTH = 100
-
-#: ``--wide``: every summary column in the table.
-WideOpt = Annotated[bool, typer.Option("--wide", help="Show every summary column in the table (the default "
-                                       "shows the main ones within 100 columns; --format json has all).")]
-
-
-def _cell(value: Any, scale: float | None) -> str:
-    if value is None:
-        return "-"
-    if scale is None:
-        if isinstance(value, float) and value.is_integer():
-            return str(int(value))
-        return str(value) if not isinstance(value, float) else f"{value:g}"
-    return f"{value / scale:.2f}"
-
-
-def print_summaries(rows: list[dict[str, Any]], fmt: Format, *, header: str | None = None,
-                    wide: bool = False) -> None:
-    """Run summaries: one JSON object per line, or a table (headed by what was run) with one row per run."""
-    if fmt is Format.json:
-        print_json_lines(rows)
-        return
-    columns = _SUMMARY_COLUMNS if wide else _SUMMARY_COLUMNS[:_DEFAULT_COLUMNS]
-    table = Table(title=None, show_lines=False)
-    for title, _, _ in columns:
-        table.add_column(title, justify="left" if title == "policy" else "right",
-                         overflow="fold" if title == "policy" else "ellipsis")
-    for row in rows:
-        cells = []
-        for title, key, scale in columns:
-            if title == "done" and not wide:
-                cells.append(f"{_cell(row.get('completed'), None)}/{_cell(row.get('jobs'), None)}")
-            else:
-                cells.append(_cell(row.get(key), scale))
-        table.add_row(*cells)
-    if header:
-        from dlsched.sim.about import wrap_header
-
-        out.print(header if wide else wrap_header(header, TABLE_WIDTH), markup=False, highlight=False)
-    if wide:
-        out.print(table)
-    else:
-        out.print(table, width=min(TABLE_WIDTH, out.width))
-
-
-def _version(value: bool) -> None:
-    if value:
-        from dlsched import __version__
-
-        sys.stdout.write(f"dlsched {__version__}\n")
-        raise typer.Exit(0)
-
-
-@app.callback()
-def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                                help="Print the dlsched version and exit.")] = False) -> None:
-    """Schedule deep-learning training jobs on shared, heterogeneous GPU clusters."""
+__all__ = ["TABLE_WIDTH", "Format", "FormatOpt", "WideOpt", "app", "err", "fail", "guard", "main", "note", "out",
+           "print_json_lines", "print_summaries", "warn"]
 
 
 def _terminated(signum: int, frame: object) -> None:
@@ -175,15 +62,17 @@ def main() -> None:
 
 
 def _mount() -> None:
-    """Register every command group (the modules import ``app`` and the helpers above)."""
-    from dlsched.cli import clusters, compare, policies, run, simulate, sweep  # noqa: F401  (register their commands)
+    """Register every command group (each imports ``app`` and the helpers from :mod:`dlsched.cli.common`)."""
+    from dlsched.cli import client, clusters, compare, policies, run, simulate, sweep  # noqa: F401  (register their commands)
     from dlsched.cli.data import app as data_app
+    from dlsched.cli.serve import app as serve_app
     from dlsched.cli.trace import app as trace_app
     from dlsched.cli.variability import app as variability_app
 
     app.add_typer(trace_app, name="trace", help="Validate, summarise and convert traces.")
     app.add_typer(variability_app, name="variability", help="Show and fit PAL's per-GPU PM-score bins.")
     app.add_typer(data_app, name="data", help="List the public datasets dlsched reads and fetch them.")
+    app.add_typer(serve_app, name="serve", help="Run the scheduler service; manage its users and quotas.")
 
 
 _mount()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlsched.cli import Format, FormatOpt, app, out, print_json_lines
+from dlsched.cli.common import Format, FormatOpt, app, out, print_json_lines
 
 
 @app.command()

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from dlsched.cli import Format, FormatOpt, guard, note, out, print_json_lines, warn
+from dlsched.cli.common import Format, FormatOpt, guard, note, out, print_json_lines, warn
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="List the public datasets dlsched reads and fetch them into the data directory.")

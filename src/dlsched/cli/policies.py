@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlsched.cli import Format, FormatOpt, app, out, print_json_lines
+from dlsched.cli.common import Format, FormatOpt, app, out, print_json_lines
 from dlsched.core.ranges import fmt_value
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from dlsched.cli import Format, FormatOpt, WideOpt, app, guard, note, print_summaries
+from dlsched.cli.common import Format, FormatOpt, WideOpt, app, guard, note, print_summaries
 from dlsched.cli.run_options import ForceOpt, SetOpt, parse_set
 from dlsched.core import InputError
 

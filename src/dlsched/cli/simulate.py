@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from dlsched.cli import Format, FormatOpt, WideOpt, app, err, guard, note, print_summaries, warn
+from dlsched.cli.common import Format, FormatOpt, WideOpt, app, err, guard, note, print_summaries, warn
 from dlsched.cli.plugin_options import PluginOpt, load_plugin_options
 from dlsched.cli.run_options import (
     AdmissionOpt,

@@ -14,8 +14,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from dlsched.cli import Format
-from dlsched.cli import fail as _fail
+from dlsched.cli.common import Format
+from dlsched.cli.common import fail as _fail
 from dlsched.core.errors import InputError
 from dlsched.outputs import check_output_file
 from dlsched.traces.resolve import resolve_trace

@@ -19,8 +19,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from dlsched.cli import Format as Fmt
-from dlsched.cli import fail as _fail_line
+from dlsched.cli.common import Format as Fmt
+from dlsched.cli.common import fail as _fail_line
 from dlsched.core.errors import InputError
 from dlsched.estimators.kmeans_1d import K_MAX, K_MIN
 from dlsched.estimators.locality import lv_matrix

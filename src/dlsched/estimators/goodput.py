@@ -106,8 +106,9 @@ from dlsched.estimators.goodput_batches import (
     split_batches,
     statistical_efficiency,
 )
-from dlsched.estimators.goodput_predictors import GENERIC_BETA_C, Predictor, predictor
+from dlsched.estimators.goodput_predictors import GENERIC_BETA_C, predictor
 from dlsched.estimators.goodput_state import POOLED, CacheEntry, JobState
+from dlsched.estimators.step_predictor import Predictor
 from dlsched.estimators.throughput_model import FitMemo, ThroughputParams
 
 # Names defined in the goodput_* modules are still importable from here, where they used to live.

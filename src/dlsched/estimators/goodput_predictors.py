@@ -9,37 +9,13 @@ fast as the fastest tried one, so the policy explores it. The choice depends onl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
-
 from dlsched.core import JobView
 from dlsched.estimators.goodput_state import POOLED, JobState
-from dlsched.estimators.throughput_model import ThroughputParams, compute_time, step_time
+from dlsched.estimators.step_predictor import Predictor
+from dlsched.estimators.throughput_model import ThroughputParams
 
 #: Generic prior for a job nothing is known about: seconds per sample on one GPU, no fixed cost, no sync.
 GENERIC_BETA_C = 1e-3
-
-
-@dataclass(frozen=True, slots=True)
-class Predictor:
-    """How step time is predicted on one type: ``base``'s model, compute rescaled to ``compute``'s (eq. 3.1)."""
-
-    base: ThroughputParams
-    compute: ThroughputParams | None
-    max_local: float
-
-    def step(self, nodes: np.ndarray, gpus: np.ndarray, local: np.ndarray, accum: np.ndarray,
-             stages: int) -> np.ndarray:
-        out = step_time(self.base, nodes, gpus, local, accum, stages)
-        if self.compute is not None:
-            out = out * (compute_time(self.compute, local) / np.maximum(compute_time(self.base, local), 1e-12))
-        return out
-
-    def per_sample_s(self, local: float) -> float:
-        """One-GPU seconds per sample at a local batch (to rank types by speed)."""
-        p = self.compute if self.compute is not None else self.base
-        return float(compute_time(p, local)) / max(local, 1e-9)
 
 
 def predictor(st: JobState, job: JobView, gpu_type: str, *, mode: str, hetero_aware: bool) -> Predictor | None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dlsched.core import JobView, ThroughputObservation
 from dlsched.estimators.goodput_batches import GoodputTable
+from dlsched.estimators.step_predictor import Predictor
 from dlsched.estimators.throughput_model import (
     FitMemo,
     ObservationSet,
@@ -23,9 +23,6 @@ from dlsched.estimators.throughput_model import (
     fit_params,
     prediction_error,
 )
-
-if TYPE_CHECKING:
-    from dlsched.estimators.goodput_predictors import Predictor
 
 #: Key of the single pooled model when the estimator is not heterogeneity-aware (Pollux).
 POOLED = "*"

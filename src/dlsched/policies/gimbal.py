@@ -19,7 +19,8 @@ else squeeze the workers sharing GPUs with ``J_max``'s slow ones), collect runti
 the best plan, stopping after ``early_exit`` consecutive attempts without gain, or when no move is left (no
 primitive changes a limit, or the moves lead back to a plan already tried).
 Objectives and priorities are equations 1 to 6 (``objective``: ``jct``, ``deadline``, ``makespan``; the
-``deadline_goal`` and ``makespan_goal`` options offer other readings of equations 3 and 5); where
+``deadline_goal`` and ``makespan_goal`` options offer objectives of their own in place of equations 3 and 5,
+each under its name, the equations being the defaults); where
 an equation's sign disagrees with the text that explains it (equations 4 and 6), the text is followed:
 jobs nearer their deadline, and longer jobs under makespan, have the higher priority.
 

@@ -8,5 +8,7 @@ module         purpose
 =============  ================================================================================
 ``models``     the small real models shipped for it, on synthetic data made from a seed
 ``training``   one worker's data-parallel training loop (gloo): checkpoint, resume, statistics
+``executor``   the service's executor: a job's worker processes on Ray nodes, watched, stopped, found again
+``dry_run``    the executor's API with no processes, for measuring the service itself
 =============  ================================================================================
 """

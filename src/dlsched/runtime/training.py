@@ -277,7 +277,11 @@ def _train(spec: TrainSpec, plan: WorkerPlan, ckpt_dir: str | Path, device: torc
         packed[n_params + 4] = 1.0 if over_budget else 0.0
         t_sync = time.monotonic()
         if distributed:
-            dist.all_reduce(packed.to(device) if device.type == "cuda" else packed)
+            # all_reduce works in place: reduce the very tensor read below (on CUDA, NCCL needs a device copy,
+            # which must be the one kept; reducing a temporary and dropping it left each rank its own sums)
+            reduced = packed.to(device) if device.type == "cuda" else packed
+            dist.all_reduce(reduced)
+            packed = reduced.cpu()
         sync_s = time.monotonic() - t_sync
         mean_grad = packed[:n_params] / take
         offset = 0

@@ -26,17 +26,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
-
-from dlsched.service.store import JobRecord, Store
+from typing import Any
 
 from dlsched.core import Adaptivity, Cluster, ClusterView, JobSpec, JobStatus, JobView, Placement
 from dlsched.core.view import GradientObservation, ThroughputObservation
 from dlsched.estimators.goodput import LearnedGoodputEstimator
 from dlsched.policies import Scheduler
+from dlsched.runtime.executor_api import Executor, LaunchSpec
 from dlsched.service import membership
 from dlsched.service.batch import choose_batch
+from dlsched.service.quotas import service_quotas
 from dlsched.service.reports import REPORTS_FILE, digest, read_new_reports, write_control
+from dlsched.service.round_record import decision_record, round_summary, where
+from dlsched.service.store import JobRecord, Store
 from dlsched.sim.invariants import PolicyError, check_decision
 
 log = logging.getLogger(__name__)
@@ -44,17 +46,6 @@ log = logging.getLogger(__name__)
 FINISHED = ("succeeded", "failed", "cancelled")
 #: Exit code of a worker that could not find the checkpoint it was told to resume from.
 EXIT_NO_CHECKPOINT = 3
-
-
-class Executor(Protocol):
-    """What the loop asks of an executor (``dlsched.runtime.executor.RayExecutor`` or ``DryRunExecutor``)."""
-
-    def nodes(self) -> list[Any]: ...
-    def launch(self, spec: Any) -> None: ...
-    def poll(self, job_id: str) -> list[Any]: ...
-    def stop(self, job_ids: list[str], *, grace_s: float = 30.0) -> None: ...
-    def attach(self, job_id: str, incarnation: int, world_size: int) -> bool: ...
-    def forget(self, job_id: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -118,7 +109,12 @@ class RoundLoop:
         """After a start: re-attach every running job whose workers live; the others resume from their last
         checkpoint (a restart, not a failure)."""
         now = self.clock()
-        for job in self.store.active_jobs():
+        active = {j.id: j for j in self.store.active_jobs()}
+        for key in self.executor.hosted():  # workers the database does not name as running: leftovers
+            job = active.get(key.split(".", 1)[0])
+            if job is None or job.status != "running" or "." in key:
+                self.executor.forget(key)
+        for job in active.values():
             if job.status == "profiling":
                 self.store.update_job(job.id, status="queued")
                 continue
@@ -194,9 +190,9 @@ class RoundLoop:
             decision.allocations = {k: _keep(jv) for k, jv in ((jv.job_id, jv) for jv in view.jobs) if jv.placement}
             decision.profiles = {}
         launches = self._apply(decision, view, live, updates, events, now)
-        summary = self._summary(view, decision, policy_s, t)
+        summary = round_summary(self.cluster, view, decision, policy_s, t)
         summary["round_s"] = time.perf_counter() - r0  # up to the round's commit
-        self.store.commit_round(self.round_no, t, _decision_record(decision, self.cluster), policy_s, summary,
+        self.store.commit_round(self.round_no, now, decision_record(decision, self.cluster), policy_s, summary,
                                 updates, events)
         for job_id, spec, control in launches:
             self._launch(job_id, spec, control, now)
@@ -258,7 +254,10 @@ class RoundLoop:
                 up["message"] = d.error
         self._settle_profiles(job, mem, now, up, events)
         if job.cancel_requested and job.status not in FINISHED:
-            self.executor.stop([job.id, *mem.profiles], grace_s=self.options.stop_grace_s)
+            keys = [job.id, *mem.profiles]
+            self.executor.stop(keys, grace_s=self.options.stop_grace_s)
+            for key in keys:
+                self.executor.forget(key)
             mem.profiles.clear()
             up.update(status="cancelled", finished_s=now, placement={}, gpus=0, gpu_type=None)
             events.append((job.id, "cancelled", "cancelled by its user", {}))
@@ -310,6 +309,7 @@ class RoundLoop:
         failures = job.failures + 1
         limit = job.submission.max_failures
         if failures > limit:
+            self.executor.forget(job.id)
             up.update(status="failed", finished_s=self.clock(), placement={}, gpus=0, gpu_type=None,
                       failures=failures, message=f"{why}; failed {failures} times (max_failures {limit})")
             events.append((job.id, "failed", up["message"], {"failures": failures}))
@@ -387,7 +387,8 @@ class RoundLoop:
                 batch_limits=(spec.batch_size or 1, job.submission.max_batch_size or spec.batch_size or 1)
                 if spec.adaptivity is Adaptivity.ADAPTIVE else None))
             mem.new_tput, mem.new_grad = [], []
-        view = ClusterView(time_s=t, round_s=self.options.round_s, cluster=self.cluster, jobs=views)
+        view = ClusterView(time_s=t, round_s=self.options.round_s, cluster=self.cluster, jobs=views,
+                           quotas=service_quotas(self.store))
         self.batches.update(view)
         return view
 
@@ -439,7 +440,7 @@ class RoundLoop:
             if resumed:
                 up["restarts"] = job.restarts + 1
             step = up.get("last_checkpoint_step", job.last_checkpoint_step)
-            events.append((job_id, "placed", f"placed on {_where(self.cluster, new)} at batch {batch}"
+            events.append((job_id, "placed", f"placed on {where(self.cluster, new)} at batch {batch}"
                            + (f", resuming from checkpoint step {step}" if step else ""),
                            {"placement": up["placement"], "incarnation": incarnation}))
             launches.append((job_id, self._launch_spec(job, new, batch, incarnation, step),
@@ -477,9 +478,7 @@ class RoundLoop:
             up["steps_done"] = max(d.steps_done, up.get("steps_done", job.steps_done))
 
     def _launch_spec(self, job: JobRecord, placement: Placement, batch: int | None, incarnation: int,
-                     resume_step: int, *, job_dir: Path | None = None, extra: dict[str, str] | None = None) -> Any:
-        from dlsched.runtime.executor import LaunchSpec
-
+                     resume_step: int, *, job_dir: Path | None = None, extra: dict[str, str] | None = None) -> LaunchSpec:
         assert self.cluster is not None
         job_dir = job_dir or self._job_dir(job.id)
         ckpt = self.options.checkpoint_dir / job.id
@@ -563,19 +562,6 @@ class RoundLoop:
                 return float(getattr(n, "slowdown", 1.0))
         return 1.0
 
-    def _summary(self, view: ClusterView, decision: Any, policy_s: float, t: float) -> dict[str, Any]:
-        assert self.cluster is not None
-        used = {g for a in decision.allocations.values() for g in a.placement.gpus}
-        used |= {g for p in decision.profiles.values() for g in p.gpus}
-        running = sum(1 for a in decision.allocations.values() if a.placement)
-        by_type = {tn: 0 for tn in self.cluster.type_names}
-        for g in used:
-            by_type[self.cluster.gpu_type_of[g]] += 1
-        return {"time_s": t, "jobs": len(view.jobs), "running": running, "queued": len(view.jobs) - running,
-                "allocated_gpus": len(used), "gpus": self.cluster.num_gpus, "policy_s": policy_s,
-                **{f"gpus_{k}": v for k, v in by_type.items()}}
-
-
 def _merged(job: JobRecord, up: dict[str, Any]) -> JobRecord:
     import dataclasses
 
@@ -592,14 +578,3 @@ def _status(status: str) -> JobStatus:
     return {"running": JobStatus.RUNNING, "profiling": JobStatus.PROFILING}.get(status, JobStatus.QUEUED)
 
 
-def _where(cluster: Cluster, placement: Placement) -> str:
-    parts = [f"{name} x{len(local)}" for name, local in membership.to_stored(cluster, placement).items()]
-    return ", ".join(parts) + f" ({placement.configuration(cluster).gpu_type})"
-
-
-def _decision_record(decision: Any, cluster: Cluster) -> dict[str, Any]:
-    """The decision as the database keeps it: placements by node name, so they read the same later."""
-    return {"allocations": {k: {"placement": membership.to_stored(cluster, a.placement), "batch_size": a.batch_size,
-                                "gpu_share": a.gpu_share} for k, a in decision.allocations.items()},
-            "profiles": {k: membership.to_stored(cluster, p) for k, p in decision.profiles.items()},
-            "info": {k: float(v) for k, v in decision.info.items()}}

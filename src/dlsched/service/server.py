@@ -20,11 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dlsched.service.options import ServeOptions
-from dlsched.service.store import Store
-
 from dlsched.core import InputError
 from dlsched.service.loop import LoopOptions, RoundLoop
+from dlsched.service.options import ServeOptions
+from dlsched.service.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +60,7 @@ def build_executor(options: ServeOptions, state: Path) -> tuple[Any, str]:
     from dlsched.runtime.workload import load_cluster
 
     if options.executor == "dry-run":
-        from dlsched.runtime.executor import DryRunExecutor
+        from dlsched.runtime.dry_run import DryRunExecutor
 
         cluster = load_cluster(options.cluster)
         return DryRunExecutor(cluster), cluster.name
@@ -78,12 +77,22 @@ def build_executor(options: ServeOptions, state: Path) -> tuple[Any, str]:
     return RayExecutor.local(state, cluster), cluster.name
 
 
+def service_scheduler(options: ServeOptions) -> Any:
+    """The policy the options name, with the quota admission stage in front when the policy admits everyone
+    (it admits everyone too until quotas are set), so quotas hold under any preset."""
+    from dlsched.policies import build_scheduler
+    from dlsched.policies.registry import SCHEDULERS
+
+    entry = SCHEDULERS.get(options.policy)
+    admission = "quota" if entry is not None and entry.stage("admission") == "all" else None
+    return build_scheduler(options.policy, admission=admission, settings=dict(options.settings), seed=0)
+
+
 def serve(options: ServeOptions) -> None:
     """Run the service until SIGINT or SIGTERM (see the module docstring)."""
     import uvicorn
-    from dlsched.service.api import create_app
 
-    from dlsched.policies import build_scheduler
+    from dlsched.service.api import create_app
 
     state = options.state.expanduser().resolve()
     state.mkdir(parents=True, exist_ok=True)
@@ -91,7 +100,7 @@ def serve(options: ServeOptions) -> None:
     token = admin_token(store, state)
 
     def make_scheduler() -> Any:
-        return build_scheduler(options.policy, settings=dict(options.settings), seed=0)
+        return service_scheduler(options)
 
     probe = make_scheduler()  # a bad policy or tunable fails before anything starts
     if probe.traits.needs_oracle:

@@ -25,12 +25,10 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 
 from dlsched.core import (
     Cluster,
     ClusterView,
-    Configuration,
     GradientObservation,
     InputError,
     Job,
@@ -46,6 +44,8 @@ from dlsched.sim.colocated import full_pct, has_partner, sharing_of
 from dlsched.sim.holders import GpuHolders
 from dlsched.sim.invariants import check_decision
 from dlsched.sim.job_checks import validate_jobs
+from dlsched.sim.job_records import job_records
+from dlsched.sim.job_state import JobState
 from dlsched.sim.metrics import FtfDefinition
 from dlsched.sim.records import JobRecord, RoundRecord, Segment
 from dlsched.world.base import AdaptiveJobPhysics, JobPhysics, Rate, World, slowed
@@ -88,30 +88,6 @@ class SimConfig:
 
 
 @dataclass
-class _JobState:
-    """Engine-side bookkeeping next to the live :class:`Job`."""
-
-    job: Job
-    phys: JobPhysics
-    rate: Rate | None = None
-    rate_key: tuple | None = None
-    segment_start_s: float = 0.0
-    new_tput: list[ThroughputObservation] = field(default_factory=list)
-    new_grad: list[GradientObservation] = field(default_factory=list)
-    batch_limits: tuple[int, int] | None = None
-    config: Configuration | None = None
-    config_key: tuple[int, ...] | None = None
-    #: Consecutive rounds the job held GPUs at a rate of zero (or not finite): see Engine._check_progress.
-    stuck_rounds: int = 0
-    #: Seconds the job spent being profiled (finish-time fairness's ``started`` isolated time charges them).
-    profile_s: float = 0.0
-    #: GPU-seconds on GPUs another job held too (packing): utilisation counts a shared GPU once.
-    shared_gpu_s: float = 0.0
-    #: Place in submission order (the order the active set iterates in).
-    order: int = 0
-
-
-@dataclass
 class SimulationResult:
     jobs: list[JobRecord]
     rounds: list[RoundRecord]
@@ -138,12 +114,12 @@ class Engine:
         self.rigid = self.traits.rigid
         phys = validate_jobs(specs, cluster, world, rigid=self.rigid)
         order = sorted(range(len(specs)), key=lambda i: (specs[i].submit_time_s, specs[i].job_id))
-        self.pending = [_JobState(Job(spec=specs[i]), phys[i], order=n) for n, i in enumerate(order)]
+        self.pending = [JobState(Job(spec=specs[i]), phys[i], order=n) for n, i in enumerate(order)]
         self._phys_by_id = {st.job.job_id: st.phys for st in self.pending}
         for st in self.pending:
             st.batch_limits = st.phys.batch_limits()
-        self.active: dict[str, _JobState] = {}
-        self.done: list[_JobState] = []
+        self.active: dict[str, JobState] = {}
+        self.done: list[JobState] = []
         self.rounds: list[RoundRecord] = []
         self.segments: list[Segment] = []
         self._grad_cache: dict[tuple, tuple[float, float]] = {}
@@ -266,7 +242,8 @@ class Engine:
         for st in list(self.active.values()):
             self._close_segment(st, min(end_t, t))
         c0 = time.perf_counter()
-        records = self._job_records(end_t, self.pending[next_pending:])
+        records = job_records([*self.done, *self.active.values(), *self.pending[next_pending:]], end_t,
+                              self.rounds, self.cluster, cfg.round_s, cfg.ftf)
         self.phase_s["job_records"] += time.perf_counter() - c0
         return SimulationResult(jobs=records, rounds=self.rounds, segments=self.segments,
                                 num_gpus=self.cluster.num_gpus, sim_wall_s=time.perf_counter() - wall0,
@@ -379,12 +356,12 @@ class Engine:
         return (type_of[a.gpus[0]] == type_of[b.gpus[0]]
                 and a.node_counts(self.cluster) == b.node_counts(self.cluster))
 
-    def _held(self, st: _JobState) -> None:
+    def _held(self, st: JobState) -> None:
         """Tell the GPU-holder index of the job's placement now (after every change to it)."""
         j = st.job
         self._holders.update(j.job_id, st.order, j.placement.gpus, bool(j.mps_pct) or bool(j.batch_split))
 
-    def _profile(self, st: _JobState, placement: Placement, t: float) -> None:
+    def _profile(self, st: JobState, placement: Placement, t: float) -> None:
         """Run Sia-style profiling: GPUs held and charged for the profiling time, observations reported."""
         j = st.job
         duration, obs = self.world.profile(st.phys, placement, t)
@@ -404,7 +381,7 @@ class Engine:
                                          num_gpus=n, restarting_until_s=t + duration))
         st.new_tput.extend(obs)
 
-    def _close_segment(self, st: _JobState, t: float) -> None:
+    def _close_segment(self, st: JobState, t: float) -> None:
         j = st.job
         if j.placement and t > st.segment_start_s:
             self.segments.append(Segment(job_id=j.job_id, start_s=st.segment_start_s, end_s=t,
@@ -413,7 +390,7 @@ class Engine:
                                          restarting_until_s=min(t, max(st.segment_start_s, j.restart_until_s))))
 
     # -- advancing time ------------------------------------------------------------------------------
-    def _rate(self, st: _JobState) -> Rate:
+    def _rate(self, st: JobState) -> Rate:
         """The job's rate on its allocation; recomputed only when the allocation or efficiency bucket changes."""
         j = st.job
         sharing = self._sharing.get(j.job_id)
@@ -494,7 +471,7 @@ class Engine:
         for job_id in finished:
             self.done.append(self.active.pop(job_id))
 
-    def _progress(self, st: _JobState, rate: Rate, start: float, t_end: float) -> tuple[float, float, float]:
+    def _progress(self, st: JobState, rate: Rate, start: float, t_end: float) -> tuple[float, float, float]:
         """Run a job from ``start`` to the round's end or its completion: (end, work done, last slowdown).
 
         The rate holds for the round except where a straggler episode starts or ends on the job's nodes; the
@@ -534,7 +511,7 @@ class Engine:
                     f"e.g. its batch size does not fit the GPUs' memory); change the job's request",
                     source=j.spec.origin or f"job {j.job_id}", field="batch_size")
 
-    def _observe(self, st: _JobState, rate: Rate, t: float) -> None:
+    def _observe(self, st: JobState, rate: Rate, t: float) -> None:
         """What the job reports to the scheduler: its step timing and, if adaptive, gradient statistics."""
         j = st.job
         cfg = st.config
@@ -575,55 +552,3 @@ class Engine:
                            fragments=idle if queue > 0 else 0, queue_len=queue, running_jobs=running,
                            active_jobs=len(self.active), policy_s=policy_s, restarts=restarts,
                            gpus_by_type=by_type, profiling_jobs=profiling)
-
-    def _job_records(self, end_t: float, not_arrived: list[_JobState]) -> list[JobRecord]:
-        from dlsched.sim.metrics import (
-            FTF_READINGS,
-            ContentionProfile,
-            fair_share_gpus,
-            finish_time_fairness,
-            isolated_start_s,
-            time_sliced_runtime_s,
-        )
-
-        contention = ContentionProfile.from_rounds(self.rounds).average
-        gpus_by_type = self.cluster.gpus_per_type
-        ftf = self.config.ftf
-        out: list[JobRecord] = []
-        for st in [*self.done, *self.active.values(), *not_arrived]:
-            j, spec = st.job, st.job.spec
-            if j.status is JobStatus.PENDING and spec.submit_time_s > end_t:
-                wait = 0.0
-            else:
-                stop = j.finish_time_s if j.finish_time_s is not None else end_t
-                wait = max(0.0, stop - spec.submit_time_s - j.attained_service_s)
-            ideal = st.phys.ideal_runtime_s()
-            rec = JobRecord(job_id=spec.job_id, model=spec.model, user=spec.user, adaptivity=str(spec.adaptivity),
-                            requested_gpus=spec.num_gpus, submit_s=spec.submit_time_s, start_s=j.start_time_s,
-                            finish_s=j.finish_time_s, wait_s=wait, gpu_s=j.attained_gpu_s, restarts=j.restarts,
-                            moves=j.moves, restart_gpu_s=j.restart_gpu_s, deadline_s=spec.deadline_s, ideal_runtime_s=ideal,
-                            gpu_s_by_type=dict(j.gpu_s_by_type), shared_gpu_s=st.shared_gpu_s)
-            if j.finish_time_s is not None:
-                jct = j.finish_time_s - spec.submit_time_s
-                n_avg = contention(spec.submit_time_s, j.finish_time_s)
-                lead = isolated_start_s(spec.submit_time_s, self.config.round_s, st.profile_s,
-                                        st.phys.restart_delay_s)
-                ideal_iso = {share: {g: time_sliced_runtime_s(partial(st.phys.isolated_runtime_s, g), k)
-                                     for g, k in fair_share_gpus(gpus_by_type, n_avg, share).items()
-                                     if spec.allows_gpu_type(g)}
-                             for share in {r.share for r in FTF_READINGS}}
-                for reading in FTF_READINGS:
-                    iso = ideal_iso[reading.share]
-                    if reading.isolated == "started":
-                        iso = {g: t + lead for g, t in iso.items()}
-                    try:
-                        rho = finish_time_fairness(jct, iso, gpus_by_type, combine=reading.combine)
-                    except ValueError:  # its fair share is below its smallest gang on every type: undefined
-                        rho = None
-                    rec.ftf_by_reading[reading.label] = rho
-                rec.ftf = rec.ftf_by_reading[ftf.label]
-                age = st.phys.expected_runtime_s()
-                rec.latency_ratio = wait / age if age > 0 and math.isfinite(age) else None
-                rec.latency_ratio_best = wait / ideal if ideal > 0 and math.isfinite(ideal) else None
-            out.append(rec)
-        return out

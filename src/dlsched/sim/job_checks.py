@@ -12,6 +12,11 @@ from collections.abc import Sequence
 from dlsched.core import Adaptivity, Cluster, InputError, JobSpec
 from dlsched.core.ranges import YEAR_S, fmt_value
 from dlsched.world.base import AdaptiveJobPhysics, JobPhysics, World
+from dlsched.world.hops import hops_job_physics
+
+#: Workloads with physics of their own register it with the world when their module is imported (the generic
+#: world knows none by name); every run and ``trace validate`` builds its jobs' physics here, so here they are.
+WORKLOADS = (hops_job_physics,)
 
 
 def validate_jobs(specs: Sequence[JobSpec], cluster: Cluster, world: World, *, rigid: bool,

@@ -14,135 +14,25 @@ row per resource), keeps what it learnt for the next round, and ends with the th
   picks its best option on its own; prices move by exact coordinate line searches on the dual function,
   warm-started from the last round's prices;
 * :class:`LPStar` is the baseline: the relaxation built and solved from scratch each round, same shim.
+
+What they share (the round's answer and frame) is in :mod:`dlsched.solvers.method`; the adapter a scheduler
+holds across rounds, :class:`~dlsched.solvers.continual_assignment.ContinualAssignment`, in its own module.
 """
 
 from __future__ import annotations
 
 import time
-from abc import ABC, abstractmethod
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 import highspy
 import numpy as np
 
-from dlsched.solvers.assignment import AssignmentProblem, AssignmentResult
 from dlsched.solvers.differential import DifferentialAssignment
 from dlsched.solvers.highs import INF, model_status, new_highs, solve_sparse
-from dlsched.solvers.shim import WEIGHT_EPS, shim
+from dlsched.solvers.method import Method, OutOfTime, RoundResult
+from dlsched.solvers.shim import WEIGHT_EPS
 
-if TYPE_CHECKING:
-    from dlsched.solvers.pop import POP
-
-
-@dataclass
-class RoundResult:
-    """One round's answer: per row the slot it gets (-1: none), and what it cost."""
-
-    pick: np.ndarray
-    objective: float
-    #: The relaxation's value where the method knows it (nan otherwise).
-    bound: float
-    #: Time to reflect the round's edits in the method's own state (model edits).
-    sync_s: float
-    solve_s: float
-    shim_s: float
-    info: dict[str, float] = field(default_factory=dict)
-    #: True when the method ran out of its time budget and the round kept the previous allocation (repaired).
-    fallback: bool = False
-
-    @property
-    def total_s(self) -> float:
-        return self.sync_s + self.solve_s + self.shim_s
-
-
-class OutOfTime(Exception):
-    """A method passed its round's time budget."""
-
-
-class Method(ABC):
-    """A warm-started solver of a differential assignment problem (subclasses keep their own state).
-
-    :meth:`solve` takes an optional time budget: a method that has not finished within it stops, and the
-    round keeps the previous round's allocation, repaired: departed jobs are dropped, the others keep their
-    option while it still exists and fits (most valuable first), arrivals get nothing. The result says so
-    (``fallback``), and the method's state stays a valid warm start for the next round.
-    """
-
-    name = "method"
-
-    def __init__(self, problem: DifferentialAssignment, *, fill: bool = False, upgrade: bool = False) -> None:
-        self.problem = problem
-        self.fill = fill
-        #: After the shim (and fill), move jobs to more valuable options that fit in the GPUs left free.
-        self.upgrade = upgrade
-        self._deadline: float | None = None
-        #: The last allocation: per job key, the offset of its option within its row.
-        self._last: dict[Hashable, int] = {}
-
-    @abstractmethod
-    def relax(self) -> tuple[np.ndarray, float, float, float, dict[str, float]]:
-        """The relaxation's weights per slot, its value (nan if unknown), sync and solve seconds, info."""
-
-    def _check(self) -> None:
-        """Raise :class:`OutOfTime` past the deadline (iterative methods call it between steps)."""
-        if self._deadline is not None and time.perf_counter() > self._deadline:
-            raise OutOfTime
-
-    def _remaining(self) -> float | None:
-        """Seconds left (None: no budget); raises :class:`OutOfTime` when none are."""
-        self._check()
-        return None if self._deadline is None else max(1e-3, self._deadline - time.perf_counter())
-
-    def solve(self, budget_s: float | None = None) -> RoundResult:
-        t_start = time.perf_counter()
-        self._deadline = None if budget_s is None else t_start + budget_s
-        p = self.problem
-        try:
-            x, bound, sync_s, solve_s, info = self.relax()
-        except OutOfTime:
-            t0 = time.perf_counter()
-            pick = self.repair_last()
-            self._remember(pick)
-            return RoundResult(pick=pick, objective=p.objective(pick), bound=float("nan"), sync_s=0.0,
-                               solve_s=t0 - t_start, shim_s=time.perf_counter() - t0, info={"fallback": 1.0},
-                               fallback=True)
-        finally:
-            self._deadline = None
-        t0 = time.perf_counter()
-        pick = shim(p.value, p.size, p.resource, p.row_of, p.capacity, x, p.num_rows, fill=self.fill,
-                     upgrade=self.upgrade)
-        shim_s = time.perf_counter() - t0
-        self._remember(pick)
-        return RoundResult(pick=pick, objective=p.objective(pick), bound=bound, sync_s=sync_s, solve_s=solve_s,
-                           shim_s=shim_s, info=info)
-
-    def _remember(self, pick: np.ndarray) -> None:
-        p = self.problem
-        rows = np.nonzero(pick >= 0)[0]
-        offsets = pick[rows] - p.row_start[rows]
-        self._last = {p.row_key(int(r)): int(o) for r, o in zip(rows.tolist(), offsets.tolist(), strict=True)}
-
-    def repair_last(self) -> np.ndarray:
-        """The previous allocation on today's problem: departures dropped, the rest kept while it fits."""
-        p = self.problem
-        pick = np.full(p.num_rows, -1, dtype=np.int64)
-        left = p.capacity.astype(float).copy()
-        kept = []
-        for key, off in self._last.items():
-            if key not in p:
-                continue
-            row = p.row_of_key(key)
-            slot = int(p.row_start[row]) + off
-            if slot < p.row_stop(row) and p.value[slot] > 0:
-                kept.append((-float(p.value[slot]), slot, row))
-        for _, slot, row in sorted(kept):
-            r = p.resource[slot]
-            if p.size[slot] <= left[r] + 1e-9:
-                pick[row] = slot
-                left[r] -= p.size[slot]
-        return pick
+__all__ = ["WARM_METHODS", "LPStar", "Lagrangian", "Method", "OutOfTime", "ProximalPoint", "RoundResult",
+           "WarmSimplex"]
 
 
 class LPStar(Method):
@@ -611,93 +501,3 @@ def _simplex_shift(w: np.ndarray, seg: np.ndarray, starts: np.ndarray) -> np.nda
 #: Warm-started methods by name (what :class:`ContinualAssignment` and benchmarks accept).
 WARM_METHODS: dict[str, type[Method]] = {"continual": ProximalPoint, "warm-simplex": WarmSimplex,
                                          "lagrangian": Lagrangian, "lpstar": LPStar}
-
-
-def pop_parts(method: str) -> int | None:
-    """K of a ``pop-K`` method name (K >= 1), else None."""
-    head, _, k = method.partition("-")
-    return int(k) if head == "pop" and k.isdigit() and int(k) >= 1 else None
-
-
-class ContinualAssignment:
-    """A warm-started method kept in step with per-round :class:`AssignmentProblem`\\ s of keyed groups.
-
-    For callers that rebuild their options each round (a scheduler's allocation stage): each :meth:`solve`
-    edits the kept :class:`DifferentialAssignment` by what changed since the last round (groups gone,
-    groups new or with a different option set, value rows of the others) and solves with the named method.
-    Forced options are kept out of the problem: their capacity is taken off and their groups get them.
-    """
-
-    def __init__(self, num_resources: int, method: str = "continual", *, fill: bool = False,
-                 upgrade: bool = False, prox_steps: int | None = None, prox_eta: float | None = None) -> None:
-        k = pop_parts(method)
-        if method not in WARM_METHODS and k is None:
-            raise ValueError(f"unknown method {method!r} (one of {', '.join(WARM_METHODS)}, or pop-K)")
-        if (prox_steps is not None or prox_eta is not None) and method != "continual":
-            raise ValueError(f"prox_steps and prox_eta apply to the continual method only, not {method!r}")
-        self.problem = DifferentialAssignment(np.zeros(num_resources))
-        self.method: Method | POP
-        if k is not None:
-            from dlsched.solvers.pop import POP
-
-            # one process: the simulation's policy time is then the sum of the parts; the critical path
-            # (the slowest part, POP's time with K cores) is in each round's info
-            self.method = POP(self.problem, k, workers=1)
-        else:
-            tuned = {"prox_steps": prox_steps, "eta": prox_eta}
-            kw: dict[str, Any] = {name: value for name, value in tuned.items() if value is not None}
-            self.method = WARM_METHODS[method](self.problem, fill=fill, upgrade=upgrade, **kw)
-        self._sig: dict[Hashable, bytes] = {}
-
-    def solve(self, problem: AssignmentProblem, group_keys: Sequence[Hashable], signatures: Sequence[bytes],
-              budget_s: float | None = None) -> AssignmentResult:
-        """``signatures[g]`` names group ``g``'s option set (same bytes: same options in the same order)."""
-        t0 = time.perf_counter()
-        if len(group_keys) != problem.num_groups or len(signatures) != problem.num_groups:
-            raise ValueError("one key and one signature per group are required")
-        store = self.problem
-        forced = problem.forced_mask
-        order = np.argsort(problem.group, kind="stable")
-        bounds = np.searchsorted(problem.group[order], np.arange(problem.num_groups + 1))
-        used = np.bincount(problem.resource[forced], weights=problem.size[forced], minlength=problem.num_resources)
-        cap = np.maximum(0.0, problem.capacity - used)
-        forced_group = np.zeros(problem.num_groups, dtype=bool)
-        forced_group[problem.group[forced]] = True
-        member: list[tuple[int, Hashable, np.ndarray]] = []
-        seen = set()
-        for g, key in enumerate(group_keys):
-            opts = order[bounds[g]:bounds[g + 1]]
-            if forced_group[g] or len(opts) == 0:
-                continue
-            seen.add(key)
-            if key in store and self._sig[key] == signatures[g]:
-                row = store.row_of_key(key)
-                start = int(store.row_start[row])
-                if not np.array_equal(store.value[start:start + len(opts)], problem.value[opts]):
-                    store.set_values(key, problem.value[opts])
-            else:
-                if key in store:
-                    store.remove_job(key)
-                store.add_job(key, problem.resource[opts], problem.size[opts], problem.value[opts])
-                self._sig[key] = signatures[g]
-            member.append((g, key, opts))
-        for key in [k for k in store.keys() if k not in seen]:
-            store.remove_job(key)
-            del self._sig[key]
-        for r in range(problem.num_resources):
-            if store.capacity[r] != cap[r]:
-                store.set_capacity(r, float(cap[r]))
-        build_s = time.perf_counter() - t0
-        res = self.method.solve(budget_s)
-        choice = np.full(problem.num_groups, -1, dtype=np.int64)
-        fo = np.nonzero(forced)[0]
-        choice[problem.group[fo]] = fo
-        for g, key, opts in member:
-            row = store.row_of_key(key)
-            slot = int(res.pick[row])
-            if slot >= 0:
-                choice[g] = opts[slot - int(store.row_start[row])]
-        return AssignmentResult(choice=choice, objective=problem.objective(choice), bound=res.bound,
-                                method=self.method.name, status="fallback" if res.fallback else "shim",
-                                solve_s=res.total_s, build_s=build_s,
-                                info={"shim_s": res.shim_s, **res.info})

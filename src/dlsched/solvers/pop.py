@@ -18,8 +18,8 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 from dlsched.solvers.assignment import AssignmentProblem
-from dlsched.solvers.continual import RoundResult
 from dlsched.solvers.differential import DifferentialAssignment
+from dlsched.solvers.method import RoundResult
 from dlsched.solvers.one_shot import solve_assignment
 
 

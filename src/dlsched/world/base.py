@@ -14,6 +14,11 @@ Three kinds of job physics cover the traces dlsched reads:
 * :class:`DurationJobPhysics` for traces that give only a run time and a GPU count (Philly, Gavel, Tiresias):
   the run time holds on the reference GPU type and scales with the type's relative speed.
 
+A workload with physics of its own (the Hops workload, :mod:`dlsched.world.hops`) subclasses
+:class:`JobPhysics` in its own module and registers a builder with :func:`register_physics`; :meth:`World.physics`
+tries the registered builders first. This module knows no workload by name: the dependency points from the
+workload to the generic world, never back.
+
 On top of any physics, :class:`World` applies what PAL's simulator applies: the slowest GPU of the job gates
 synchronous training (per-GPU variability of the job's application class), the slowest server gates it too
 (server-level speed factor), and a locality penalty when a rigid job spans nodes.
@@ -28,23 +33,24 @@ from __future__ import annotations
 import dataclasses
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from dlsched.catalog import DEFAULT_CLASS, PalConstants
 from dlsched.core import Adaptivity, Cluster, InputError, JobSpec, Placement, ThroughputObservation
-from dlsched.world.calibration import DEFAULT_CALIBRATION, calibration
+from dlsched.world.calibration import calibration
+from dlsched.world.config import WorldConfig
 from dlsched.world.efficiency import EfficiencyModel
 from dlsched.world.fitted import load_profiles
-from dlsched.world.hops import GPUS as HOPS_GPUS
-from dlsched.world.hops import HopsPhysics, hops_rate, is_hops_job
-from dlsched.world.hops import observation_details as hops_observation_details
-from dlsched.world.sharing import DEFAULT_ISOLATION, SHARE_CHANGE_S, JobSharing, MpsCurve, SharingModel
+from dlsched.world.sharing import JobSharing, MpsCurve, SharingModel
 from dlsched.world.stragglers import StragglerEpisodes
 from dlsched.world.throughput import ThroughputModel
-from dlsched.world.variability import GPU_SPEED_SOURCES, GpuSpeeds
+from dlsched.world.variability import GpuSpeeds
+
+__all__ = ["AdaptiveJobPhysics", "DurationJobPhysics", "IterationJobPhysics", "JobPhysics", "PhysicsBuilder",
+           "Rate", "SampleJobPhysics", "World", "WorldConfig", "register_physics", "slowed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,68 +67,6 @@ class Rate:
     #: Samples per second (throughput) and statistical efficiency, for reports.
     throughput_sps: float = 0.0
     efficiency: float = 1.0
-
-
-@dataclass(frozen=True)
-class WorldConfig:
-    """Knobs of the truth that an experiment may sweep."""
-
-    #: Multiplier on iteration time when a rigid job spans nodes; None uses the per-model table.
-    locality_penalty: float | None = None
-    #: Apply per-GPU variability (only for clusters that declare a variability profile).
-    variability: bool = True
-    #: Where each simulated GPU's true per-class speed comes from: ``medians`` (a profiled GPU scored by
-    #: the median of its runs) or ``single-runs`` (reproduces PAL's published simulator: single runs per
-    #: class, stragglers included as permanent GPU speeds); see
-    #: :meth:`dlsched.world.variability.GpuSpeeds.for_cluster`.
-    gpu_speeds: str = "medians"
-    #: Transient node-wide straggler episodes in time (:mod:`dlsched.world.stragglers`), for clusters with a
-    #: variability profile whose runs show them (Longhorn). None (default): ``on`` with ``gpu_speeds=medians``,
-    #: ``off`` with ``single-runs``, whose draw already holds the straggler runs (``on`` there is refused).
-    straggler_episodes: Literal["on", "off"] | None = None
-    #: Scale on every model's checkpoint-restore delay (0 disables restart costs).
-    restart_delay_scale: float = 1.0
-    #: Checkpoint-restore delay for jobs whose model has no measured value (PAL/Philly traces).
-    default_restart_delay_s: float = 0.0
-    #: Profiling a new job: local batch sizes tried per GPU type, and steps timed at each.
-    profile_batches: int = 5
-    profile_steps: int = 20
-    #: Seconds a packed job pauses when the share restriction of one of its workers changes (Gimbal 7.4).
-    share_change_s: float = SHARE_CHANGE_S
-    #: Share of a packed pair's interference that non-overlapping share limits remove
-    #: (:mod:`dlsched.world.sharing`).
-    mps_isolation: float = DEFAULT_ISOLATION
-    #: Curvature ``k`` of the speed-against-share curve (default: 90% of the speed at half the threads);
-    #: ``experiments/mps`` fits a GPU's own.
-    mps_curve_k: float = MpsCurve().k
-    #: A measured curve file (``experiments/mps``) to fit the curve to instead of ``mps_curve_k``.
-    mps_curve: str | None = None
-    #: Calibration profile (``params/calibration.json``): per-model slowdowns of iteration time and restart
-    #: delays. ``none`` plays the profiles as measured; ``sia-artifact`` plays them as Sia's simulator did.
-    #: A cluster preset may name its own default (the ``sia-*`` presets: ``sia-artifact``).
-    calibration: str = DEFAULT_CALIBRATION
-    #: A profiles file (:mod:`dlsched.world.fitted`) adding fitted models to the throughput and efficiency
-    #: tables, e.g. the runtime's jobs fitted to their own reports (experiments/runtime_fidelity.py).
-    profiles: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.gpu_speeds not in GPU_SPEED_SOURCES:
-            raise InputError(f"unknown source of GPU speeds '{self.gpu_speeds}' (known: "
-                             f"{', '.join(GPU_SPEED_SOURCES)})", field="gpu_speeds")
-        if self.straggler_episodes not in (None, "on", "off"):
-            raise InputError(f"expected on or off, got {self.straggler_episodes!r}", field="straggler_episodes")
-        if self.straggler_episodes == "on" and self.gpu_speeds == "single-runs":
-            raise InputError("episodes on top of gpu_speeds=single-runs would count the straggler runs twice "
-                             "(single-runs already scores GPUs by them); use gpu_speeds=medians",
-                             field="straggler_episodes")
-        calibration(self.calibration)  # an unknown name is refused here, naming the field
-
-    @property
-    def episodes(self) -> str:
-        """``on`` or ``off``: the effective straggler-episode setting (the default resolved)."""
-        if self.straggler_episodes is not None:
-            return self.straggler_episodes
-        return "on" if self.gpu_speeds == "medians" else "off"
 
 
 class JobPhysics(ABC):
@@ -143,6 +87,21 @@ class JobPhysics(ABC):
     def base_rate(self, progress: float, gpu_type: str, node_counts: tuple[int, ...],
                   batch_size: int | None) -> Rate:
         """Rate on a shape of one GPU type before per-GPU, per-server and locality effects."""
+
+    def rate_on(self, progress: float, gpu_type: str, node_counts: tuple[int, ...], nodes: np.ndarray,
+                batch_size: int | None) -> Rate:
+        """Rate on exact servers (``nodes``: each GPU's node id) before per-GPU, per-server and locality
+        effects; the same as :meth:`base_rate` unless the servers themselves matter to the physics."""
+        return self.base_rate(progress, gpu_type, node_counts, batch_size)
+
+    def observation_details(self, placement: Placement) -> dict[str, tuple]:
+        """Fields the job reports beside its step time on ``placement`` (a non-empty placement); none here."""
+        return {}
+
+    def profiled_step(self, rate: Rate) -> tuple[int, float, float]:
+        """(batch, step seconds, sync seconds) the job times when profiled at ``rate`` (a positive rate):
+        one step of its own batch per work unit here."""
+        return int(self.spec.batch_size or 0), 1.0 / rate.work_per_s, 0.0
 
     def spans_nodes_penalty(self, num_gpus: int) -> float:
         return 1.0
@@ -297,41 +256,16 @@ class DurationJobPhysics(JobPhysics):
         return math.inf if share <= 0 else self.total_work / (self._type_speed(gpu_type) * share)
 
 
-class HopsJobPhysics(JobPhysics):
-    """A job of the Hops workload (:mod:`dlsched.world.hops`): work in samples, iteration time from its
-    components, the hosts of the exact servers gating it."""
+#: Builds a job's physics when the job is of the builder's workload, else returns None.
+PhysicsBuilder = Callable[[JobSpec, "World"], "JobPhysics | None"]
+_BUILDERS: list[PhysicsBuilder] = []
 
-    def __init__(self, spec: JobSpec, world: World) -> None:
-        super().__init__(spec, world)
-        per_node = {t: max(world.cluster.nodes[n].num_gpus for n in ids)
-                    for t, ids in world.cluster.nodes_of_type.items()}
-        self.hops = HopsPhysics(spec, per_node)
-        self.total_work = self.hops.total_samples()
-        self.restart_delay_s = world.config.default_restart_delay_s
-        self.perf_class = world.speeds.class_of(spec.model)
 
-    def base_rate(self, progress, gpu_type, node_counts, batch_size):
-        return hops_rate(self.hops, self.world, gpu_type, node_counts)
-
-    def rate_on(self, gpu_type: str, node_counts: tuple[int, ...], nodes: np.ndarray) -> Rate:
-        """The rate on exact servers (their hosts gate the job)."""
-        return hops_rate(self.hops, self.world, gpu_type, node_counts, nodes)
-
-    def estimated_duration_s(self) -> float | None:
-        return self.spec.duration_s
-
-    def batch_limits(self) -> tuple[int, int] | None:
-        """A fixed per-GPU batch: the global batch runs from one GPU's to the largest requirement's."""
-        return self.hops.batch, self.hops.batch * max(self.spec.requirement_set())
-
-    def isolated_runtime_s(self, gpu_type, num_gpus):
-        per_node = max((n.num_gpus for n in self.world.cluster.nodes if n.gpu_type == gpu_type), default=1)
-        counts = [k for k in sorted(set(self.spec.gpu_counts or (self.spec.num_gpus,))) if k <= max(1, num_gpus)]
-        best = max((self.hops.samples_per_s(gpu_type, _packed_counts(k, per_node)) for k in counts), default=0.0)
-        if not counts:
-            k = self.spec.lower_gpus
-            best = self.hops.samples_per_s(gpu_type, _packed_counts(k, per_node)) * num_gpus / k
-        return math.inf if best <= 0 else self.total_work / best
+def register_physics(builder: PhysicsBuilder) -> None:
+    """Let :meth:`World.physics` build a workload's own jobs (tried in registration order, before the
+    generic kinds). A workload module registers its builder once, when it is imported."""
+    if builder not in _BUILDERS:
+        _BUILDERS.append(builder)
 
 
 class World:
@@ -350,6 +284,8 @@ class World:
             fitted = load_profiles(self.config.profiles)
             self.throughput, self.efficiency = fitted.throughput, fitted.efficiency
             self.sample_models = fitted.sample_models
+        # GPU types the cluster file declared (like a known type, scaled): they travel on the cluster.
+        self.throughput = self.throughput.with_types(cluster.gpu_types.values())
         self.pal = PalConstants.load()
         self.speeds = GpuSpeeds.for_cluster(cluster, seed=seed, data_dir=data_dir,
                                             enabled=self.config.variability, source=self.config.gpu_speeds)
@@ -372,12 +308,10 @@ class World:
     def physics(self, spec: JobSpec) -> JobPhysics:
         """Build the physics for a job, rejecting jobs the world cannot play with a clear error."""
         where = spec.origin or f"job {spec.job_id}"
-        if is_hops_job(spec):
-            usable = [t for t in self.cluster.type_names if t in HOPS_GPUS and spec.allows_gpu_type(t)]
-            if not usable:
-                raise InputError(f"model '{spec.model}' of the Hops workload runs on {', '.join(HOPS_GPUS)} "
-                                 f"only, and the cluster has none it accepts", source=where, field="model")
-            return HopsJobPhysics(spec, self)
+        for build in _BUILDERS:
+            phys = build(spec, self)
+            if phys is not None:
+                return phys
         if spec.iterations is not None:
             return IterationJobPhysics(spec, self)
         if spec.duration_s is not None:
@@ -413,10 +347,7 @@ class World:
         gtype = cluster.gpu_type_of[gpus[0]]
         node_counts = placement.node_counts(cluster)
         nodes = cluster.gpu_node[list(gpus)]
-        if isinstance(phys, HopsJobPhysics):
-            base = phys.rate_on(gtype, node_counts, np.unique(nodes))
-        else:
-            base = phys.base_rate(progress, gtype, node_counts, batch_size)
+        base = phys.rate_on(progress, gtype, node_counts, nodes, batch_size)
         slow = self.speeds.slowest(phys.perf_class, gpus)
         server = float(self._node_speed[nodes].min())
         penalty = phys.spans_nodes_penalty(len(gpus)) if len(node_counts) > 1 else 1.0
@@ -426,13 +357,11 @@ class World:
         return base if factor == 1.0 else _scaled(base, factor)
 
     def observation_details(self, phys: JobPhysics, placement: Placement) -> dict[str, tuple]:
-        """Fields a job reports beside its step time (:class:`~dlsched.core.ThroughputObservation`): a Hops
-        job's servers, time components and data-loading times; nothing for other jobs."""
-        if not isinstance(phys, HopsJobPhysics) or not placement:
+        """Fields a job reports beside its step time (:class:`~dlsched.core.ThroughputObservation`), as its
+        physics has them (a Hops job: its servers, time components and data-loading times)."""
+        if not placement:
             return {}
-        cluster = self.cluster
-        by_node = {n: len(g) for n, g in placement.by_node(cluster).items()}
-        return hops_observation_details(phys.hops, self, cluster.gpu_type_of[placement.gpus[0]], by_node)
+        return phys.observation_details(placement)
 
     def episode_slowdown(self, perf_class: str, gpus: tuple[int, ...], t: float) -> float:
         """How much slower than :meth:`rate` a job of ``perf_class`` on ``gpus`` runs at time ``t`` (>= 1).
@@ -484,14 +413,10 @@ class World:
                 for b, step, sync in self._profile_steps(phys.spec.model, gtype, counts):
                     step, sync = step * phys.slowdown, sync * phys.slowdown
                     measured.append((b, step / factor, sync))
-            elif isinstance(phys, HopsJobPhysics):
-                rate = self.rate(phys, 0.0, part)
-                if rate.work_per_s > 0:  # a Hops job times its iterations at its per-GPU batch
-                    measured.append((phys.hops.batch, rate.step_time_s, 0.0))
             else:
                 rate = self.rate(phys, 0.0, part, phys.spec.batch_size)
                 if rate.work_per_s > 0:
-                    measured.append((int(phys.spec.batch_size or 0), 1.0 / rate.work_per_s, 0.0))
+                    measured.append(phys.profiled_step(rate))
             group_t += cfg.profile_steps * sum(step for _, step, _ in measured)
             if not measured:
                 # the job cannot run on this type (no kernel for it, or one replica does not fit): a real job

@@ -27,14 +27,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dlsched.core import JobSpec
-
-if TYPE_CHECKING:
-    from dlsched.world.base import Rate, World
+from dlsched.core import InputError, JobSpec, Placement
+from dlsched.world.base import JobPhysics, Rate, World, register_physics
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,8 +156,8 @@ def is_hops_job(spec: JobSpec) -> bool:
 class HopsPhysics:
     """Iteration-time physics of one Hops job (work in samples); see the module docstring.
 
-    Mixed into :class:`~dlsched.world.base.JobPhysics` by :class:`HopsJobPhysics` there; kept here so the
-    formulas and their constants live in one module.
+    Held by :class:`HopsJobPhysics`, the :class:`~dlsched.world.base.JobPhysics` the world plays; the
+    formulas need no world, so they stand alone.
     """
 
     def __init__(self, spec: JobSpec, cluster_nodes_per_type: dict[str, int]) -> None:
@@ -213,8 +210,6 @@ def hops_rate(phys: HopsPhysics, world: World, gpu_type: str, node_counts: tuple
               nodes: np.ndarray | None = None) -> Rate:
     """The :class:`~dlsched.world.base.Rate` of a Hops job; ``nodes`` (node ids in ``node_counts`` order)
     lets the hosts of the exact servers gate it."""
-    from dlsched.world.base import Rate
-
     hosts: tuple[str, ...] = ()
     if nodes is not None:
         hosts = tuple(world.cluster.nodes[int(n)].host for n in nodes)
@@ -246,3 +241,66 @@ def observation_details(phys: HopsPhysics, world: World, gpu_type: str,
     comps = tuple((name, parts[name]) for name in ("T_f", "T_b", "T_u", "T_c")) + (
         ("params", phys.model.params_m * 1e6),)
     return {"servers": servers, "components": comps, "data_load_s": tuple(loads)}
+
+
+class HopsJobPhysics(JobPhysics):
+    """A job of the Hops workload: work in samples, iteration time from its components, the hosts of the
+    exact servers gating it."""
+
+    def __init__(self, spec: JobSpec, world: World) -> None:
+        super().__init__(spec, world)
+        per_node = {t: max(world.cluster.nodes[n].num_gpus for n in ids)
+                    for t, ids in world.cluster.nodes_of_type.items()}
+        self.hops = HopsPhysics(spec, per_node)
+        self.total_work = self.hops.total_samples()
+        self.restart_delay_s = world.config.default_restart_delay_s
+        self.perf_class = world.speeds.class_of(spec.model)
+
+    def base_rate(self, progress, gpu_type, node_counts, batch_size):
+        return hops_rate(self.hops, self.world, gpu_type, node_counts)
+
+    def rate_on(self, progress: float, gpu_type: str, node_counts: tuple[int, ...], nodes: np.ndarray,
+                batch_size: int | None) -> Rate:
+        """The rate on exact servers (their hosts gate the job)."""
+        return hops_rate(self.hops, self.world, gpu_type, node_counts, np.unique(nodes))
+
+    def observation_details(self, placement: Placement) -> dict[str, tuple]:
+        """The job's servers, time components and data-loading times (:func:`observation_details`)."""
+        cluster = self.world.cluster
+        by_node = {n: len(g) for n, g in placement.by_node(cluster).items()}
+        return observation_details(self.hops, self.world, cluster.gpu_type_of[placement.gpus[0]], by_node)
+
+    def profiled_step(self, rate: Rate) -> tuple[int, float, float]:
+        """A Hops job times its iterations at its per-GPU batch."""
+        return self.hops.batch, rate.step_time_s, 0.0
+
+    def estimated_duration_s(self) -> float | None:
+        return self.spec.duration_s
+
+    def batch_limits(self) -> tuple[int, int] | None:
+        """A fixed per-GPU batch: the global batch runs from one GPU's to the largest requirement's."""
+        return self.hops.batch, self.hops.batch * max(self.spec.requirement_set())
+
+    def isolated_runtime_s(self, gpu_type, num_gpus):
+        per_node = max((n.num_gpus for n in self.world.cluster.nodes if n.gpu_type == gpu_type), default=1)
+        counts = [k for k in sorted(set(self.spec.gpu_counts or (self.spec.num_gpus,))) if k <= max(1, num_gpus)]
+        best = max((self.hops.samples_per_s(gpu_type, _packed(k, per_node)) for k in counts), default=0.0)
+        if not counts:
+            k = self.spec.lower_gpus
+            best = self.hops.samples_per_s(gpu_type, _packed(k, per_node)) * num_gpus / k
+        return math.inf if best <= 0 else self.total_work / best
+
+
+def hops_job_physics(spec: JobSpec, world: World) -> HopsJobPhysics | None:
+    """The physics of a Hops job (None for any other job), refusing a cluster with no GPU type it runs on."""
+    if not is_hops_job(spec):
+        return None
+    usable = [t for t in world.cluster.type_names if t in GPUS and spec.allows_gpu_type(t)]
+    if not usable:
+        where = spec.origin or f"job {spec.job_id}"
+        raise InputError(f"model '{spec.model}' of the Hops workload runs on {', '.join(GPUS)} "
+                         f"only, and the cluster has none it accepts", source=where, field="model")
+    return HopsJobPhysics(spec, world)
+
+
+register_physics(hops_job_physics)

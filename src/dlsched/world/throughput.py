@@ -29,21 +29,26 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dlsched.core.errors import InputError
+from dlsched.world.provenance import declared_spec, provenance_of
 
 if TYPE_CHECKING:
+    from dlsched.core.gpu import GpuType
     from dlsched.world.efficiency import EfficiencyModel
 
 #: Parameter names of one (model, GPU type) entry (see the module docstring).
 #: Gradient-synchronisation terms (what a server's interconnect decides).
 SYNC_PARAMS = ("alpha_n", "beta_n", "alpha_r", "beta_r", "delta_n", "kappa")
+#: Synchronisation terms inside one server (its GPU-to-GPU links), scaled by a derived type's ``sync_speed``.
+NODE_SYNC_PARAMS = ("alpha_r", "beta_r")
 PARAM_NAMES = ("alpha_c", "beta_c", "zeta_c", "q_c", "eps", "pi", "alpha_n", "beta_n", "alpha_r", "beta_r",
                "delta_n", "kappa", "gamma")
 
@@ -111,15 +116,17 @@ class ThroughputModel:
     """Fitted step-time model for every profiled (model, GPU type); see the module docstring."""
 
     def __init__(self, params: dict[str, Any]) -> None:
+        #: The parameters as given (never changed: derived types are added to copies of the per-model maps).
         self._raw = params
-        self._entries: dict[str, dict[str, dict[str, float]]] = params["models"]
+        self._entries: dict[str, dict[str, dict[str, float]]] = {m: dict(v) for m, v in params["models"].items()}
+        self._derived: dict[str, dict[str, Any]] = {}
         self._speed: dict[str, float] = {k: float(v) for k, v in params["relative_speed"].items()
                                          if not k.startswith("_")}
         self._restart: dict[str, float] = {k: float(v) for k, v in params["restart_delay_s"].items()
                                            if not k.startswith("_")}
         self._round_overhead: dict[str, float] = {k: float(v) for k, v in params.get("round_overhead_s", {}).items()}
         for name, spec in params.get("derived_types", {}).items():
-            self._derive(name, spec)
+            self._derive(name, spec, field=spec.get("field"))
         self._best_cache: dict[tuple, BatchChoice | None] = {}
         #: Efficiency models seen by best_batch, held so their ids (part of the cache key) stay unique.
         self._effs: dict[int, EfficiencyModel] = {}
@@ -129,28 +136,51 @@ class ThroughputModel:
         """The packaged model (cached: every World shares one instance and its batch cache)."""
         return _load_packaged()
 
-    def _derive(self, name: str, spec: dict[str, Any]) -> None:
-        """A GPU type nobody profiled, from a profiled one: compute ``speed`` times as fast, sync of another.
+    def with_types(self, types: Iterable[GpuType]) -> ThroughputModel:
+        """This model plus the GPU types a cluster file declared (those with ``like`` set); self if none.
 
-        Per model: ``alpha_c`` and ``beta_c`` (compute per micro-batch) divided by ``speed``, the sync terms of
-        ``sync_from`` (its interconnect) where that model was profiled there, ``max_local_bsz`` scaled by
-        ``memory_ratio``; everything else as ``from``. The relative speed is ``from``'s times ``speed``.
+        The declared types travel on the cluster (``Cluster.gpu_types``), so every world of that cluster sees
+        them and no packaged file or shared instance changes: the result is a new model (cached per set of
+        declarations, so the worlds of a sweep share one and its batch cache).
+        """
+        declared = tuple(sorted((t.name, t.like, float(t.speed), float(t.memory_gb)) for t in types
+                                if t.like is not None))
+        return _with_declared(self, declared) if declared else self
+
+    def _derive(self, name: str, spec: dict[str, Any], field: str | None = None) -> None:
+        """A GPU type nobody profiled, from a known one: compute ``speed`` times as fast, sync of another.
+
+        Per model: ``alpha_c`` and ``beta_c`` (compute per micro-batch) divided by the model's entry in
+        ``model_speed``, else by ``speed``; the sync terms of ``sync_from`` (its interconnect) where that model
+        has them, the in-server ones (:data:`NODE_SYNC_PARAMS`) divided by ``sync_speed``; ``max_local_bsz``
+        scaled by ``memory_ratio``; everything else as ``from``. The relative speed is ``from``'s times
+        ``speed``. ``from`` may itself be derived, if listed before.
         """
         base, speed = spec["from"], float(spec["speed"])
+        if base not in self._speed:
+            known = ", ".join(sorted(self._speed))
+            raise InputError(f"GPU type '{name}' is derived from '{base}', which has no speeds here "
+                             f"(known: {known})", field=field)
+        per_model = {m: float(v) for m, v in spec.get("model_speed", {}).items()}
         sync_from, mem = spec.get("sync_from", base), float(spec.get("memory_ratio", 1.0))
-        for entries in self._entries.values():
+        sync_speed = float(spec.get("sync_speed", 1.0))
+        for model, entries in self._entries.items():
             if base not in entries:
                 continue
             e = dict(entries[base])
-            e["alpha_c"] /= speed
-            e["beta_c"] /= speed
+            s = per_model.get(model, speed)
+            e["alpha_c"] /= s
+            e["beta_c"] /= s
             if sync_from in entries:
                 for key in SYNC_PARAMS:
                     e[key] = entries[sync_from][key]
+            for key in NODE_SYNC_PARAMS:
+                e[key] /= sync_speed
             e["max_local_bsz"] = max(1, int(e["max_local_bsz"] * mem))
             e["rows"] = 0  # derived, not fitted
             entries[name] = e
         self._speed[name] = self._speed[base] * speed
+        self._derived[name] = spec
 
     # -- what is known ---------------------------------------------------------------------------------
     def models(self) -> set[str]:
@@ -159,6 +189,14 @@ class ThroughputModel:
     def known_types(self) -> set[str]:
         """Every GPU type with a relative speed (some, like rtx5000, have no per-model profile)."""
         return set(self._speed)
+
+    def provenance(self, gpu_type: str) -> dict[str, dict[str, str]]:
+        """Where a type's numbers come from: per key (``relative_speed``, each model, ``sync``, ``memory``) a
+        ``kind`` (measured, derived, rule, modelled or declared) and ``how``. See docs/gpu-types.md."""
+        if gpu_type not in self._speed:
+            self.relative_speed(gpu_type)  # the clear error naming the known types
+        return provenance_of(gpu_type, self._raw, self._derived.get(gpu_type),
+                             {m for m, e in self._entries.items() if gpu_type in e})
 
     def supports(self, model: str, gpu_type: str) -> bool:
         return gpu_type in self._entries.get(model, {})
@@ -310,6 +348,15 @@ class ThroughputModel:
                            step_time_s=float(step[i]), sync_time_s=float(sync[i]),
                            throughput_sps=float(throughput[i]), efficiency=float(effs[i]),
                            goodput=float(goodput[i]))
+
+
+@lru_cache(maxsize=64)
+def _with_declared(model: ThroughputModel, declared: tuple[tuple[str, str, float, float], ...]) -> ThroughputModel:
+    """``model`` plus declared types (name, like, speed, memory in GB), built once per distinct set."""
+    specs = dict(model._raw.get("derived_types", {}))
+    for name, like, speed, memory_gb in declared:
+        specs[name] = declared_spec(name, like, speed, memory_gb)
+    return ThroughputModel(dict(model._raw, derived_types=specs))
 
 
 @cache

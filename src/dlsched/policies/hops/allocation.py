@@ -24,7 +24,7 @@ One round:
    nobody; and when a job completes inside the round, the engine asks for another plan
    (:meth:`HopsAllocation.allocate_more`): running jobs keep their GPUs, and the waiting jobs of the window
    over the idle GPUs are planned onto them by the same ILP; these plans end with the round. Such a plan is
-   for fragments, so the **sensitivity adjustment** widens its window first (:func:`sensitivity_adjustment`);
+   for fragments, so the **sensitivity adjustment** widens its window first (:func:`~dlsched.policies.hops.window.sensitivity_adjustment`);
    the jobs it brings in return to their places in the next round's queue, which is ordered afresh.
    ``multi_plan=off`` and ``sensitivity_adjustment=off`` switch these parts off for ablations.
 
@@ -44,7 +44,7 @@ shape, nominal hosts; no profiling), for comparison.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Hashable, Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -65,8 +65,23 @@ from dlsched.policies.hops.classes import (
 )
 from dlsched.policies.hops.configs import Config, type_configs
 from dlsched.policies.hops.ordering import PRIORITIES
+from dlsched.policies.hops.servers import (
+    current_servers,
+    idle_per_server,
+    interchangeable_servers,
+    profile_gpu,
+)
+from dlsched.policies.hops.window import (
+    MIN_RELATIVE_WEIGHT,
+    priority_weights,
+    sensitivity_adjustment,
+    service_window,
+)
 from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan, ProfileRequest
 from dlsched.solvers.multi_assignment import MultiResourceProblem, solve_multi_assignment
+
+__all__ = ["MIN_RELATIVE_WEIGHT", "SOLVERS", "THROUGHPUT_SOURCES", "HopsAllocation", "priority_weights",
+           "sensitivity_adjustment", "service_window"]
 
 #: Where throughputs come from: section 3.5's estimator and its store, or the simulator's truth.
 THROUGHPUT_SOURCES = ("estimator", "oracle")
@@ -76,59 +91,6 @@ SOLVERS = ("auto", "lp-round", "milp")
 
 #: Relative bonus of a job's current configuration: breaks ties between equal plans, never more.
 _KEEP_BONUS = 1e-6
-
-
-def service_window(queue: list[JobView], capacity: int) -> list[JobView]:
-    """The head of ``queue`` whose minimum requirements first add up to ``capacity`` (boundary included)."""
-    total, out = 0, []
-    for j in queue:
-        if total >= capacity:
-            break
-        out.append(j)
-        total += j.spec.lower_gpus
-    return out
-
-
-#: Smallest weight relative to the largest: below it a MILP solver's tolerances cannot tell a weight from 0,
-#: and a job with free GPUs in reach would be left out for nothing.
-MIN_RELATIVE_WEIGHT = 1e-6
-
-
-def sensitivity_adjustment(queue: list[JobView], window_len: int, rho: list[float], idle_gpus: int) -> list[int]:
-    """Section 3.6's sensitivity adjustment for a plan of fragments: the queue positions to plan.
-
-    ``rho_set`` is the mean sensitivity of the jobs in the window (the first ``window_len``), ``rho_queue``
-    that of the whole queue. While ``rho_set > rho_queue``, jobs past the window boundary are judged in
-    queue order: one whose sensitivity is below ``rho_queue`` and whose minimum requirement is less than the
-    idle GPUs joins the window (``rho_set`` is then recomputed); the traversal stops when ``rho_set <=
-    rho_queue`` or the queue ends.
-    """
-    chosen = list(range(window_len))
-    if not queue or window_len == 0:
-        return chosen
-    rho_queue = float(np.mean(rho))
-    total = float(sum(rho[:window_len]))
-    i = window_len
-    while total / len(chosen) > rho_queue and i < len(queue):
-        if rho[i] < rho_queue and queue[i].spec.lower_gpus < idle_gpus:
-            chosen.append(i)
-            total += rho[i]
-        i += 1
-    return chosen
-
-
-def priority_weights(priorities: np.ndarray, lam: float) -> np.ndarray:
-    """``(prior + bias) ** lam`` with the paper's bias rule (equation 11).
-
-    Computed in logarithms and scaled so that the largest weight is 1 (scaling every weight by one factor
-    does not change the optimum), then floored at :data:`MIN_RELATIVE_WEIGHT`; large ``lam`` would otherwise
-    overflow or vanish in floating point.
-    """
-    if len(priorities) == 0:
-        return priorities
-    bias = 0.0 if np.all(priorities > 0) else abs(float(priorities.min())) + 0.01
-    logs = lam * np.log(priorities + bias)
-    return np.maximum(np.exp(logs - logs.max()), MIN_RELATIVE_WEIGHT)
 
 
 @dataclass
@@ -256,7 +218,7 @@ class HopsAllocation(EstimatingAllocation):
         self._rho.clear()
         est = self.require_estimator()
         est.update(view)
-        idle = _idle(view, running_held=False)
+        idle = idle_per_server(view, running_held=False)
         # the profiling queue feeds the store; an estimator attached in its place (the oracle) needs none
         profiles = self.profiling_queue(view, idle, est) if isinstance(est, HopsThroughput) else []
         profiled_now = {r.job.job_id for r in profiles}
@@ -291,7 +253,7 @@ class HopsAllocation(EstimatingAllocation):
                 if (not job.spec.allows_gpu_type(t) or t in job.profiled_types
                         or est.components(job.job_id, t) is not None):
                     continue
-                gpu = _profile_gpu(cluster, cluster.nodes_of_type[t], busy, taken, idle)
+                gpu = profile_gpu(cluster, cluster.nodes_of_type[t], busy, taken, idle)
                 if gpu is None:
                     continue
                 taken[gpu] = True
@@ -348,7 +310,7 @@ class HopsAllocation(EstimatingAllocation):
         """A plan for GPUs that fell idle inside the round (fragments, finished jobs): running jobs keep their
         GPUs; waiting jobs in the window, widened by the sensitivity adjustment, may get the idle ones."""
         self.require_estimator().update(view)
-        idle = _idle(view, running_held=True)
+        idle = idle_per_server(view, running_held=True)
         pinned = [Demand(job=j, num_gpus=len(j.placement), gpu_type=view.cluster.gpu_type_of[j.placement.gpus[0]],
                          batch_size=j.batch_size, pinned=True)
                   for j in ordered if j.placement and not j.profiling]
@@ -387,7 +349,7 @@ class HopsAllocation(EstimatingAllocation):
                 continue
             opts = [c for c, k in zip(opts, keep, strict=True) if k]
             gains = gains[keep] / gains[keep].min()
-            current = _current_servers(view, job)
+            current = current_servers(view, job)
             for c, g in zip(opts, gains, strict=True):
                 bonus = 1.0 + (_KEEP_BONUS if c.servers == current else 0.0)
                 group.append(i)
@@ -405,7 +367,7 @@ class HopsAllocation(EstimatingAllocation):
                               shape=(len(cluster.nodes), len(configs)))
         problem = MultiResourceProblem(group=np.array(group), usage=usage, value=np.array(values),
                                        capacity=idle.astype(float), num_groups=len(window),
-                                       ordered=_interchangeable(view, window, idle, known))
+                                       ordered=interchangeable_servers(view, window, idle, known))
         result = solve_multi_assignment(problem, mip_rel_gap=self.mip_rel_gap, time_limit_s=self.time_limit_s,
                                         node_limit=self.mip_node_limit)
         for i, o in enumerate(result.choice.tolist()):
@@ -434,7 +396,7 @@ class HopsAllocation(EstimatingAllocation):
         values: list[float] = []
         sigs: list[Signature] = []
         types: list[str] = []
-        currents = [_current_servers(view, j) for j in window]
+        currents = [current_servers(view, j) for j in window]
         type_size = {t: (len(nodes), max(cluster.nodes[n].num_gpus for n in nodes))
                      for t, nodes in cluster.nodes_of_type.items() if nodes}
         for i, job in enumerate(window):
@@ -561,62 +523,3 @@ def _slowest_piece(classes: ServerClasses, job: int, sigs: list[Signature], gain
             type_per_gpu = out[o] / total
             out[o] = min(type_per_gpu if a is None else a[0] for a in answers) * total
     return out
-
-
-def _interchangeable(view: ClusterView, window: list[JobView], idle: np.ndarray,
-                     known: Collection[int] = ()) -> tuple[tuple[int, int], ...]:
-    """Consecutive pairs of servers no plan can tell apart (same GPU type, size, host and idle GPUs, no job
-    of the window on them, whose current configuration would favour one, and none the estimator knows
-    apart: ``known``, servers with a server-layer record for a job of the window): the solver may load the
-    earlier one at least as much, which spares it searching mirror images of one plan."""
-    cluster = view.cluster
-    held = {n for j in window if j.placement for n in j.placement.by_node(cluster)} | set(known)
-    last: dict[tuple[str, int, str, int], int] = {}
-    pairs = []
-    for node in cluster.nodes:
-        if node.node_id in held or idle[node.node_id] <= 0:
-            continue
-        key = (node.gpu_type, node.num_gpus, node.host, int(idle[node.node_id]))
-        if key in last:
-            pairs.append((last[key], node.node_id))
-        last[key] = node.node_id
-    return tuple(pairs)
-
-
-def _profile_gpu(cluster, nodes, busy: np.ndarray, taken: np.ndarray, idle: np.ndarray) -> int | None:
-    """One GPU of ``nodes`` to profile on: a free one on the fullest server with one, else one a running job
-    holds on the server with the fewest such; None when every GPU is taken or held for profiling."""
-    best: tuple[int, int, int] | None = None
-    for n in nodes:
-        if idle[n] <= 0:
-            continue
-        gpus = [g for g in cluster.gpus_of_node(n) if not taken[g]]
-        free = [g for g in gpus if not busy[g]]
-        key = (0, len(free), n) if free else (1, len(gpus) - len(free), n)
-        if best is None or key < best:
-            best = key
-    if best is None:
-        return None
-    gpus = [g for g in cluster.gpus_of_node(best[2]) if not taken[g]]
-    free = [g for g in gpus if not busy[g]]
-    return (free or gpus)[0]
-
-
-def _idle(view: ClusterView, *, running_held: bool) -> np.ndarray:
-    """GPUs a plan may use, per server: every GPU but those profiles still hold and, with ``running_held``,
-    those of running jobs (a round's first plan may move running jobs; a plan inside a round may not)."""
-    cluster = view.cluster
-    idle = np.array([n.num_gpus for n in cluster.nodes], dtype=np.int64)
-    for j in view.jobs:
-        held = [j.profile_placement, j.placement] if running_held else [j.profile_placement]
-        for placement in held:
-            for node, gpus in placement.by_node(cluster).items():
-                idle[node] -= len(gpus)
-    return idle
-
-
-def _current_servers(view: ClusterView, job: JobView) -> tuple[tuple[int, int], ...]:
-    """The job's current placement as (node id, GPUs) pairs, node ids ascending."""
-    if not job.placement:
-        return ()
-    return tuple(sorted((n, len(g)) for n, g in job.placement.by_node(view.cluster).items()))

@@ -49,7 +49,7 @@ from dlsched.policies.sia.problem import (
 from dlsched.policies.sia.profiling import ProfilePlanner, ProfileRequest
 from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan, Shape
 from dlsched.solvers import AssignmentProblem, AssignmentResult, IncrementalAssignment, solve_assignment
-from dlsched.solvers.continual import ContinualAssignment, pop_parts
+from dlsched.solvers.continual_assignment import ContinualAssignment, pop_parts
 
 PROFILING_MODES = ("bootstrap", "oracle", "none")
 SOLVERS = ("auto", "milp", "lp-round", "incremental", "continual", "warm-simplex", "lagrangian", "lpstar",

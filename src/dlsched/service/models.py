@@ -1,0 +1,136 @@
+"""The database tables as SQLAlchemy 2 declarative models.
+
+The schema itself is made by the Alembic migrations (``migrations/versions``); these models are what the
+queries use, and a test checks the two agree. Times are Unix seconds (float) so SQLite and PostgreSQL store
+them alike; structured values (a job's spec, a placement, a round's decision) are JSON columns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    team: Mapped[str | None] = mapped_column(String(64))
+    admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_s: Mapped[float] = mapped_column(Float)
+
+
+class Token(Base):
+    """An API token, kept only as its SHA-256 hash: a leaked database leaks no usable token."""
+
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user: Mapped[str] = mapped_column(String(64), ForeignKey("users.name", ondelete="CASCADE"), index=True)
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_s: Mapped[float] = mapped_column(Float)
+
+
+class Quota(Base):
+    __tablename__ = "quotas"
+
+    kind: Mapped[str] = mapped_column(String(8), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    gpus: Mapped[int] = mapped_column(Integer)
+    borrowing_limit: Mapped[int | None] = mapped_column(Integer)
+
+
+class Job(Base):
+    """A job's row. ``seq`` numbers jobs in submission order (never reused); ``id`` is ``job-<seq>``."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_status", "status"), Index("ix_jobs_user", "user"),
+                      {"sqlite_autoincrement": True})
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str | None] = mapped_column(String(32), unique=True)
+    user: Mapped[str] = mapped_column(String(64), ForeignKey("users.name"))
+    name: Mapped[str] = mapped_column(String(64))
+    submission: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16))
+    submitted_s: Mapped[float] = mapped_column(Float)
+    started_s: Mapped[float | None] = mapped_column(Float)
+    finished_s: Mapped[float | None] = mapped_column(Float)
+    gpus: Mapped[int] = mapped_column(Integer, default=0)
+    gpu_type: Mapped[str | None] = mapped_column(String(32))
+    placement: Mapped[dict[str, Any]] = mapped_column(JSON)
+    batch_size: Mapped[int | None] = mapped_column(Integer)
+    incarnation: Mapped[int] = mapped_column(Integer, default=0)
+    steps_done: Mapped[int] = mapped_column(Integer, default=0)
+    last_checkpoint_step: Mapped[int] = mapped_column(Integer, default=0)
+    restarts: Mapped[int] = mapped_column(Integer, default=0)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    preemptions: Mapped[int] = mapped_column(Integer, default=0)
+    attained_gpu_s: Mapped[float] = mapped_column(Float, default=0.0)
+    attained_service_s: Mapped[float] = mapped_column(Float, default=0.0)
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    message: Mapped[str | None] = mapped_column(Text)
+    profiled_types: Mapped[list[str]] = mapped_column(JSON)
+
+
+class Event(Base):
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    time_s: Mapped[float] = mapped_column(Float)
+    kind: Mapped[str] = mapped_column(String(32))
+    message: Mapped[str] = mapped_column(Text)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class Round(Base):
+    """One scheduling round: the decision as JSON, the policy's run time and the round's summary."""
+
+    __tablename__ = "rounds"
+
+    round_no: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    time_s: Mapped[float] = mapped_column(Float)
+    decision: Mapped[dict[str, Any]] = mapped_column(JSON)
+    policy_s: Mapped[float] = mapped_column(Float)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class Telemetry(Base):
+    """One report from a job's ``reports.jsonl`` (docs/service.md), kept whole as JSON."""
+
+    __tablename__ = "telemetry"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    time_s: Mapped[float | None] = mapped_column(Float)
+    type: Mapped[str | None] = mapped_column(String(16))
+    report: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class Observation(Base):
+    """A throughput or gradient observation (``dlsched.core.view``) the estimators learn from."""
+
+    __tablename__ = "observations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    time_s: Mapped[float] = mapped_column(Float)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class Meta(Base):
+    """Key/value facts about the service itself (its epoch, ...)."""
+
+    __tablename__ = "meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

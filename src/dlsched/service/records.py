@@ -1,0 +1,77 @@
+"""What the store hands out: frozen snapshots of rows, detached from any database session.
+
+The round loop and the API hold these across threads and rounds; a frozen dataclass cannot change under
+them and carries no lazy-loading session, so reading one never touches the database again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from dlsched.service.spec import JobSubmission
+
+#: Every status a service job can have, in the order a job passes through them.
+STATUSES = ("queued", "profiling", "running", "succeeded", "failed", "cancelled")
+#: Statuses of jobs the round loop still schedules.
+ACTIVE_STATUSES = ("queued", "profiling", "running")
+#: Statuses a job never leaves.
+FINISHED_STATUSES = ("succeeded", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class UserRecord:
+    name: str
+    team: str | None
+    admin: bool
+
+
+@dataclass(frozen=True)
+class QuotaRecord:
+    kind: Literal["user", "team"]
+    name: str
+    gpus: int
+    borrowing_limit: int | None
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One job: its spec, where the scheduler put it, and what its workers reported (times in Unix s)."""
+
+    id: str
+    user: str
+    name: str
+    submission: JobSubmission
+    status: str
+    submitted_s: float
+    started_s: float | None
+    finished_s: float | None
+    gpus: int
+    gpu_type: str | None
+    #: node name -> local GPU indices
+    placement: dict[str, list[int]]
+    batch_size: int | None
+    incarnation: int
+    steps_done: int
+    last_checkpoint_step: int
+    restarts: int
+    failures: int
+    preemptions: int
+    attained_gpu_s: float
+    attained_service_s: float
+    progress: float
+    cancel_requested: bool
+    message: str | None
+    profiled_types: tuple[str, ...]
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    time_s: float
+    kind: str
+    message: str
+    data: dict[str, Any] = field(default_factory=dict)

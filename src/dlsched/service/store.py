@@ -1,0 +1,445 @@
+"""The service's durable state: one :class:`Store` over SQLite (the default) or PostgreSQL.
+
+Every accepted job must survive a crash at any moment, so every method that writes commits before it
+returns, and what belongs together (a round's decision with the job updates and events it causes) is one
+transaction. The API's threads and the round loop's thread share one Store: each call opens its own
+Session on the shared engine, so no ORM object or transaction crosses threads; what comes out is a frozen
+record (:mod:`dlsched.service.records`).
+
+Writes start with the write itself (an INSERT or a conditional UPDATE), never with a read whose answer
+they depend on: under SQLite's locking a read-then-write transaction can fail at once when another writer
+got in between, while a write-first one waits its turn (``busy_timeout``). The schema is made by the
+Alembic migrations in ``migrations/``, run at open.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, cast
+
+from sqlalchemy import (
+    CursorResult,
+    Engine,
+    Update,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError
+from sqlalchemy.orm import Session
+
+from dlsched.core import GradientObservation, InputError, ThroughputObservation
+from dlsched.service import models as m
+from dlsched.service.records import (
+    ACTIVE_STATUSES,
+    STATUSES,
+    EventRecord,
+    JobRecord,
+    QuotaRecord,
+    UserRecord,
+)
+from dlsched.service.spec import JobSubmission
+
+__all__ = ["EventRecord", "JobRecord", "QuotaRecord", "Store", "UserRecord", "hash_token", "migrate"]
+
+#: How long a SQLite writer waits for another's lock before giving up (milliseconds).
+SQLITE_BUSY_MS = 30_000
+#: The key PostgreSQL's advisory lock takes while migrating, so two services starting at once queue.
+_MIGRATION_LOCK = 0x646C7363
+_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+#: Columns :meth:`Store.update_job` may set, by JobRecord field name.
+_UPDATABLE = frozenset(f for f in JobRecord.__dataclass_fields__ if f not in ("id", "user"))
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _check_name(value: str, field: str) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise InputError(f"must be 1 to 64 of the characters A-Z a-z 0-9 . _ -, got {value!r}", field=field)
+    return value
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the newest migration (creates every table in an empty database)."""
+    from alembic import command
+    from alembic.config import Config
+
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS))
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")  # first: switching to WAL may wait for a lock
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+class Store:
+    """Users, tokens, quotas, jobs, events, rounds, telemetry, observations and meta, in one database."""
+
+    def __init__(self, url: str) -> None:
+        try:
+            parsed = make_url(url)
+            if parsed.get_backend_name() == "sqlite":
+                if parsed.database and parsed.database != ":memory:":
+                    Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+                engine = create_engine(parsed, connect_args={"check_same_thread": False,
+                                                             "timeout": SQLITE_BUSY_MS / 1000})
+                event.listen(engine, "connect", _sqlite_pragmas)
+            elif parsed.get_backend_name() == "postgresql":
+                engine = create_engine(parsed, pool_pre_ping=True)
+            else:
+                raise InputError(f"unsupported database {parsed.get_backend_name()!r} (use sqlite:///FILE or "
+                                 "postgresql+psycopg://USER@HOST/DB)", field="database")
+        except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+            if isinstance(exc, InputError):
+                raise
+            raise InputError(f"not a database URL: {exc}", field="database") from None
+        self.url = parsed.render_as_string(hide_password=True)
+        self._engine = engine
+        try:
+            migrate(engine)
+        except OperationalError as exc:
+            engine.dispose()
+            reason = " ".join(str(exc.orig).split()) if exc.orig is not None else str(exc)
+            raise InputError(f"cannot open {self.url}: {reason}", field="database") from None
+
+    @classmethod
+    def open(cls, state_dir: Path, database: str | None = None) -> Store:
+        """The store of a service whose state lives in ``state_dir`` (``dlsched.db`` there by default)."""
+        state_dir = Path(state_dir)
+        if database is None:
+            try:
+                state_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise InputError(f"cannot create {state_dir}: {exc.strerror}", field="state") from None
+            database = f"sqlite:///{state_dir.resolve() / 'dlsched.db'}"
+        return cls(database)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self._engine.dialect.name
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        """A session whose transaction commits when the block ends (rolls back on an exception)."""
+        with Session(self._engine) as session, session.begin():
+            yield session
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with Session(self._engine) as session:
+            yield session
+
+    def ping(self) -> None:
+        """Raise if the database cannot answer a query (what ``/healthz`` checks)."""
+        with self._read() as s:
+            s.execute(text("SELECT 1"))
+
+    # users and tokens
+
+    def add_user(self, name: str, *, team: str | None = None, admin: bool = False) -> str:
+        """Create a user and return their first token (shown once: only its hash is kept)."""
+        _check_name(name, "name")
+        if team is not None:
+            _check_name(team, "team")
+        token = secrets.token_urlsafe(32)
+        try:
+            with self._write() as s:
+                s.execute(insert(m.User).values(name=name, team=team, admin=admin, created_s=time.time()))
+                s.execute(insert(m.Token).values(user=name, sha256=hash_token(token), created_s=time.time()))
+        except IntegrityError:
+            raise InputError(f"a user named {name!r} exists already", field="name") from None
+        return token
+
+    def add_token(self, user: str) -> str:
+        token = secrets.token_urlsafe(32)
+        try:
+            with self._write() as s:
+                s.execute(insert(m.Token).values(user=user, sha256=hash_token(token), created_s=time.time()))
+        except IntegrityError:
+            raise InputError(f"no user named {user!r}", field="user") from None
+        return token
+
+    def user_by_token(self, token: str) -> UserRecord | None:
+        with self._read() as s:
+            row = s.execute(select(m.User).join(m.Token, m.Token.user == m.User.name)
+                            .where(m.Token.sha256 == hash_token(token))).scalar_one_or_none()
+            return None if row is None else UserRecord(row.name, row.team, bool(row.admin))
+
+    def users(self) -> list[UserRecord]:
+        with self._read() as s:
+            return [UserRecord(u.name, u.team, bool(u.admin))
+                    for u in s.execute(select(m.User).order_by(m.User.name)).scalars()]
+
+    # quotas
+
+    def set_quota(self, kind: str, name: str, gpus: int, borrowing_limit: int | None = None) -> None:
+        """Set (or replace) the GPU quota of a user or a team."""
+        if kind not in ("user", "team"):
+            raise InputError(f"must be 'user' or 'team', got {kind!r}", field="kind")
+        _check_name(name, kind)
+        if not isinstance(gpus, int) or not 0 <= gpus <= 1_000_000:
+            raise InputError(f"must be an integer in [0, 1000000], got {gpus!r}", field="gpus")
+        if borrowing_limit is not None and (not isinstance(borrowing_limit, int)
+                                            or not 0 <= borrowing_limit <= 1_000_000):
+            raise InputError(f"must be an integer in [0, 1000000], got {borrowing_limit!r}",
+                             field="borrowing_limit")
+        if kind == "user" and name not in {u.name for u in self.users()}:
+            raise InputError(f"no user named {name!r}", field="user")
+        with self._write() as s:
+            s.execute(delete(m.Quota).where(m.Quota.kind == kind, m.Quota.name == name))
+            s.execute(insert(m.Quota).values(kind=kind, name=name, gpus=gpus, borrowing_limit=borrowing_limit))
+
+    def quotas(self) -> list[QuotaRecord]:
+        with self._read() as s:
+            rows = s.execute(select(m.Quota).order_by(m.Quota.kind, m.Quota.name)).scalars()
+            return [QuotaRecord(cast(Any, q.kind), q.name, q.gpus, q.borrowing_limit) for q in rows]
+
+    # jobs
+
+    def add_job(self, user: str, submission: JobSubmission, now_s: float) -> JobRecord:
+        """Store a submitted job as ``queued`` with a ``submitted`` event; committed when this returns."""
+        with self._write() as s:
+            try:
+                seq = s.execute(insert(m.Job).values(
+                    user=user, name=submission.name, submission=submission.model_dump(mode="json"),
+                    status="queued", submitted_s=now_s, gpus=0, placement={}, incarnation=0, steps_done=0,
+                    last_checkpoint_step=0, restarts=0, failures=0, preemptions=0, attained_gpu_s=0.0,
+                    attained_service_s=0.0, progress=0.0, cancel_requested=False, profiled_types=[],
+                ).returning(m.Job.seq)).scalar_one()
+            except IntegrityError:
+                raise InputError(f"no user named {user!r}", field="user") from None
+            job_id = f"job-{seq}"
+            s.execute(update(m.Job).where(m.Job.seq == seq).values(id=job_id))
+            s.execute(insert(m.Event).values(job_id=job_id, time_s=now_s, kind="submitted",
+                                             message=f"submitted by {user}", data={}))
+            row = s.execute(select(m.Job).where(m.Job.seq == seq)).scalar_one()
+            return _job_record(row)
+
+    def job(self, job_id: str) -> JobRecord | None:
+        with self._read() as s:
+            row = s.execute(select(m.Job).where(m.Job.id == job_id)).scalar_one_or_none()
+            return None if row is None else _job_record(row)
+
+    def jobs(self, *, user: str | None = None, include_finished: bool = True) -> list[JobRecord]:
+        """Jobs in submission order, of one user or all, finished ones too unless told otherwise."""
+        query = select(m.Job).order_by(m.Job.seq)
+        if user is not None:
+            query = query.where(m.Job.user == user)
+        if not include_finished:
+            query = query.where(m.Job.status.in_(ACTIVE_STATUSES))
+        with self._read() as s:
+            return [_job_record(row) for row in s.execute(query).scalars()]
+
+    def active_jobs(self) -> list[JobRecord]:
+        """Jobs the round loop still schedules: queued, profiling or running."""
+        return self.jobs(include_finished=False)
+
+    def count_jobs(self) -> int:
+        with self._read() as s:
+            return int(s.execute(select(func.count()).select_from(m.Job)).scalar_one())
+
+    def update_job(self, job_id: str, **fields: Any) -> None:
+        """Set exactly the given columns (KeyError for an unknown job, ValueError for an unknown field)."""
+        with self._write() as s:
+            _update_job(s, job_id, fields)
+
+    def request_cancel(self, job_id: str, now_s: float) -> JobRecord:
+        """Ask for a job to end: a queued job is cancelled at once; a placed one is stopped by the round
+        loop, which sees ``cancel_requested``. A finished job is left as it is. KeyError if unknown."""
+        with self._write() as s:
+            marked = _rowcount(s, update(m.Job).where(m.Job.id == job_id, m.Job.status.in_(ACTIVE_STATUSES),
+                                                   m.Job.cancel_requested.is_(False))
+                               .values(cancel_requested=True))
+            if marked:
+                cancelled = _rowcount(s, update(m.Job).where(m.Job.id == job_id, m.Job.status == "queued")
+                                      .values(status="cancelled", finished_s=now_s,
+                                              message="cancelled before it started"))
+                kind, message = (("cancelled", "cancelled while queued") if cancelled
+                                 else ("cancel-requested", "cancel requested; its workers will be stopped"))
+                s.execute(insert(m.Event).values(job_id=job_id, time_s=now_s, kind=kind, message=message, data={}))
+            row = s.execute(select(m.Job).where(m.Job.id == job_id)).scalar_one_or_none()
+            if row is None:
+                raise KeyError(job_id)
+            return _job_record(row)
+
+    # events and rounds
+
+    def add_event(self, job_id: str, kind: str, message: str, data: dict[str, Any] | None = None, *,
+                  now_s: float) -> None:
+        try:
+            with self._write() as s:
+                _insert_event(s, job_id, kind, message, data, now_s)
+        except IntegrityError:
+            raise KeyError(job_id) from None
+
+    def events(self, job_id: str) -> list[EventRecord]:
+        with self._read() as s:
+            rows = s.execute(select(m.Event).where(m.Event.job_id == job_id).order_by(m.Event.id)).scalars()
+            return [EventRecord(e.time_s, e.kind, e.message, dict(e.data or {})) for e in rows]
+
+    def commit_round(self, round_no: int, time_s: float, decision: dict[str, Any], policy_s: float,
+                     summary: dict[str, Any], job_updates: dict[str, dict[str, Any]],
+                     events: list[tuple[str, str, str, dict[str, Any]]]) -> None:
+        """Record a round, the job updates it causes and its events (job_id, kind, message, data) in ONE
+        transaction: after a crash either all of it is there or none. An update of an unknown job raises
+        KeyError; an event of an unknown job or a round number used before, IntegrityError."""
+        with self._write() as s:
+            for job_id, fields in job_updates.items():
+                _update_job(s, job_id, fields)
+            for job_id, kind, message, data in events:
+                _insert_event(s, job_id, kind, message, data, time_s)
+            s.execute(insert(m.Round).values(round_no=round_no, time_s=time_s, decision=decision,
+                                             policy_s=policy_s, summary=summary))
+
+    def rounds(self) -> list[dict[str, Any]]:
+        with self._read() as s:
+            return [{"round_no": r.round_no, "time_s": r.time_s, "decision": r.decision, "policy_s": r.policy_s,
+                     "summary": r.summary} for r in s.execute(select(m.Round).order_by(m.Round.round_no)).scalars()]
+
+    def last_round_no(self) -> int | None:
+        with self._read() as s:
+            return s.execute(select(func.max(m.Round.round_no))).scalar_one()
+
+    # what jobs report
+
+    def add_telemetry(self, job_id: str, reports: list[dict[str, Any]]) -> None:
+        """Keep a job's reports (``reports.jsonl`` lines) in the order given."""
+        if not reports:
+            return
+        with self._write() as s:
+            s.execute(insert(m.Telemetry), [
+                {"job_id": job_id, "time_s": _float_or_none(r.get("time")),
+                 "type": str(r["type"])[:16] if r.get("type") is not None else None, "report": r}
+                for r in reports])
+
+    def telemetry(self, job_id: str) -> list[dict[str, Any]]:
+        with self._read() as s:
+            return [dict(t.report) for t in s.execute(select(m.Telemetry).where(m.Telemetry.job_id == job_id)
+                                                      .order_by(m.Telemetry.id)).scalars()]
+
+    def add_observations(self, job_id: str, throughput: list[ThroughputObservation],
+                         gradient: list[GradientObservation]) -> None:
+        rows = ([{"job_id": job_id, "kind": "throughput", "time_s": o.time_s, "data": asdict(o)} for o in throughput]
+                + [{"job_id": job_id, "kind": "gradient", "time_s": o.time_s, "data": asdict(o)} for o in gradient])
+        if not rows:
+            return
+        with self._write() as s:
+            s.execute(insert(m.Observation), rows)
+
+    def observations(self, job_id: str) -> tuple[list[ThroughputObservation], list[GradientObservation]]:
+        throughput: list[ThroughputObservation] = []
+        gradient: list[GradientObservation] = []
+        with self._read() as s:
+            for o in s.execute(select(m.Observation).where(m.Observation.job_id == job_id)
+                               .order_by(m.Observation.id)).scalars():
+                if o.kind == "throughput":
+                    throughput.append(_throughput(o.data))
+                else:
+                    gradient.append(GradientObservation(**o.data))
+        return throughput, gradient
+
+    # meta
+
+    def meta_get(self, key: str) -> str | None:
+        with self._read() as s:
+            return s.execute(select(m.Meta.value).where(m.Meta.key == key)).scalar_one_or_none()
+
+    def meta_set(self, key: str, value: str) -> None:
+        with self._write() as s:
+            s.execute(delete(m.Meta).where(m.Meta.key == key))
+            s.execute(insert(m.Meta).values(key=key, value=value))
+
+
+def _rowcount(s: Session, statement: Update) -> int:
+    """How many rows an UPDATE matched."""
+    return int(cast(CursorResult[Any], s.execute(statement)).rowcount)
+
+
+def _float_or_none(value: Any) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _throughput(data: dict[str, Any]) -> ThroughputObservation:
+    """A ThroughputObservation back from JSON (whose lists were tuples)."""
+    fields = dict(data)
+    fields["servers"] = tuple((int(a), int(b)) for a, b in fields.get("servers", ()))
+    fields["components"] = tuple((str(a), float(b)) for a, b in fields.get("components", ()))
+    fields["data_load_s"] = tuple(float(x) for x in fields.get("data_load_s", ()))
+    return ThroughputObservation(**fields)
+
+
+def _column_values(fields: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(fields) - _UPDATABLE)
+    if unknown:
+        raise ValueError(f"not job fields that can be updated: {', '.join(unknown)}")
+    values = dict(fields)
+    if "status" in values and values["status"] not in STATUSES:
+        raise ValueError(f"unknown job status {values['status']!r} (known: {', '.join(STATUSES)})")
+    if "submission" in values and isinstance(values["submission"], JobSubmission):
+        values["submission"] = values["submission"].model_dump(mode="json")
+    if "placement" in values:
+        values["placement"] = {str(k): [int(g) for g in v] for k, v in (values["placement"] or {}).items()}
+    if "profiled_types" in values:
+        values["profiled_types"] = list(values["profiled_types"])
+    return values
+
+
+def _update_job(s: Session, job_id: str, fields: dict[str, Any]) -> None:
+    values = _column_values(fields)
+    if not values:
+        return
+    if _rowcount(s, update(m.Job).where(m.Job.id == job_id).values(**values)) == 0:
+        raise KeyError(job_id)
+
+
+def _insert_event(s: Session, job_id: str, kind: str, message: str, data: dict[str, Any] | None,
+                  now_s: float) -> None:
+    s.execute(insert(m.Event).values(job_id=job_id, time_s=now_s, kind=kind, message=message, data=data or {}))
+
+
+def _job_record(row: m.Job) -> JobRecord:
+    return JobRecord(
+        id=cast(str, row.id), user=row.user, name=row.name,
+        submission=JobSubmission.model_validate(row.submission), status=row.status,
+        submitted_s=row.submitted_s, started_s=row.started_s, finished_s=row.finished_s, gpus=row.gpus,
+        gpu_type=row.gpu_type, placement={str(k): [int(g) for g in v] for k, v in (row.placement or {}).items()},
+        batch_size=row.batch_size, incarnation=row.incarnation, steps_done=row.steps_done,
+        last_checkpoint_step=row.last_checkpoint_step, restarts=row.restarts, failures=row.failures,
+        preemptions=row.preemptions, attained_gpu_s=row.attained_gpu_s,
+        attained_service_s=row.attained_service_s, progress=row.progress,
+        cancel_requested=bool(row.cancel_requested), message=row.message,
+        profiled_types=tuple(row.profiled_types or ()))

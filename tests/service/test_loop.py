@@ -1,0 +1,122 @@
+"""The service's round loop over a real store and a real local Ray: what happens to a job whose worker fails,
+hangs, cannot find its checkpoint, is cancelled while it runs, or is held by a quota.
+
+Rounds are driven one by one (``RoundLoop.run_round``), so each test says what a round must have done.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+pytest.importorskip("sqlalchemy")
+
+from dlsched.runtime.dry_run import DryRunExecutor  # noqa: E402
+from dlsched.runtime.executor import RayExecutor  # noqa: E402
+from dlsched.runtime.workload import load_cluster  # noqa: E402
+from dlsched.service.loop import LoopOptions, RoundLoop  # noqa: E402
+from dlsched.service.options import ServeOptions  # noqa: E402
+from dlsched.service.server import service_scheduler  # noqa: E402
+from dlsched.service.spec import JobSubmission  # noqa: E402
+from dlsched.service.store import Store  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def ray_executor(tmp_path_factory: pytest.TempPathFactory):
+    state = tmp_path_factory.mktemp("ray-state")
+    executor = RayExecutor.local(state, load_cluster("ray-local-4"))
+    try:
+        yield executor
+    finally:
+        executor.close(stop_ray=True)
+
+
+def _loop(tmp: Path, executor: object, *, hang_s: float = 300.0) -> tuple[Store, RoundLoop]:
+    store = Store.open(tmp)
+    store.add_user("alice", team="vision")
+    options = ServeOptions(state=tmp, policy="fifo", round_s=1.0)
+    loop = RoundLoop(store, executor, lambda: service_scheduler(options), cluster_name="ray-local-4",  # type: ignore[arg-type]
+                     options=LoopOptions(round_s=1.0, jobs_dir=tmp / "jobs", checkpoint_dir=tmp / "ckpt",
+                                         stop_grace_s=5.0, hang_s=hang_s))
+    return store, loop
+
+
+def _submit(store: Store, command: str, *, gpus: int = 1, max_failures: int = 1, **env: str) -> str:
+    sub = JobSubmission.model_validate({"name": "t", "command": command, "working_dir": str(Path.cwd()),
+                                        "gpus": gpus, "max_failures": max_failures, "env": env})
+    return store.add_job("alice", sub, time.time()).id
+
+
+def _rounds_until(loop: RoundLoop, done: Callable[[], bool], *, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        loop.run_round()
+        time.sleep(0.5)
+
+
+def _status(store: Store, job_id: str) -> str:
+    job = store.job(job_id)
+    assert job is not None
+    return job.status
+
+
+def test_a_crashing_job_is_retried_max_failures_times_then_fails_with_its_log(tmp_path, ray_executor):
+    store, loop = _loop(tmp_path, ray_executor)
+    job_id = _submit(store, "echo going down; exit 7", max_failures=2)
+    _rounds_until(loop, lambda: _status(store, job_id) in ("failed", "succeeded"))
+    job = store.job(job_id)
+    assert job is not None and job.status == "failed" and job.failures == 3
+    assert "code 7" in (job.message or "")
+    kinds = [e.kind for e in store.events(job_id)]
+    assert kinds.count("placed") == 3 and kinds.count("failure") == 2 and kinds[-1] == "failed"
+    log = (tmp_path / "jobs" / job_id / "logs" / "rank0.log").read_text()
+    assert log.count("going down") == 3
+
+
+def test_a_missing_checkpoint_fails_the_job_with_that_error_never_a_start_from_step_zero(tmp_path, ray_executor):
+    store, loop = _loop(tmp_path, ray_executor)
+    job_id = _submit(store, f"{sys.executable} -c 'import dlsched.train as dt; dt.init_process_group()'",
+                     max_failures=3)
+    store.update_job(job_id, last_checkpoint_step=40)  # the database knows a checkpoint that is gone
+    _rounds_until(loop, lambda: _status(store, job_id) in ("failed", "succeeded"))
+    job = store.job(job_id)
+    assert job is not None and job.status == "failed" and job.failures == 0
+    assert "40" in (job.message or "") and "not found" in (job.message or "").lower()
+
+
+def test_a_hung_job_is_stopped_and_counted_as_a_failure(tmp_path, ray_executor):
+    store, loop = _loop(tmp_path, ray_executor, hang_s=2.0)
+    job_id = _submit(store, "sleep 600", max_failures=0)
+    _rounds_until(loop, lambda: _status(store, job_id) in ("failed", "succeeded"))
+    job = store.job(job_id)
+    assert job is not None and job.status == "failed" and "hung" in (job.message or "")
+    assert ray_executor.poll(job_id) == []
+
+
+def test_cancelling_a_running_job_stops_its_workers(tmp_path, ray_executor):
+    store, loop = _loop(tmp_path, ray_executor)
+    job_id = _submit(store, "sleep 600", gpus=2)
+    _rounds_until(loop, lambda: _status(store, job_id) == "running")
+    store.request_cancel(job_id, time.time())
+    loop.run_round()
+    assert _status(store, job_id) == "cancelled"
+    assert ray_executor.poll(job_id) == []
+
+
+def test_a_team_quota_holds_jobs_past_it_until_its_gpus_free(tmp_path):
+    cluster = load_cluster("ray-local-4")
+    store, loop = _loop(tmp_path, DryRunExecutor(cluster))
+    store.set_quota("team", "vision", 4)
+    ids = [_submit(store, "true", gpus=2, DLSCHED_DRY_RUN_S="3") for _ in range(3)]
+    loop.run_round()
+    assert [_status(store, j) for j in ids] == ["running", "running", "queued"]
+    _rounds_until(loop, lambda: all(_status(store, j) == "succeeded" for j in ids), timeout_s=60)
+    assert loop.scheduler.admission.name == "quota"

@@ -1,0 +1,215 @@
+"""The store on both databases: the schema from nothing, hashed tokens, durable and atomic writes."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from dlsched.core import GradientObservation, InputError, ThroughputObservation
+from dlsched.service.spec import parse_submission
+from dlsched.service.store import Store, hash_token
+
+TABLES = {"users", "tokens", "quotas", "jobs", "events", "rounds", "telemetry", "observations", "meta"}
+
+
+def submission(name: str = "demo", **extra: object):
+    return parse_submission({"name": name, "command": "python train.py", "working_dir": "/tmp", "gpus": 2,
+                             **extra})
+
+
+@pytest.fixture
+def store(db_url: str):
+    s = Store(db_url)
+    yield s
+    s.close()
+
+
+def test_migrations_create_the_schema_from_nothing_matching_the_models(db_url: str):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from dlsched.service.models import Base
+
+    engine = sa.create_engine(db_url)
+    assert not TABLES & set(sa.inspect(engine).get_table_names())
+    Store(db_url).close()
+    Store(db_url).close()  # a second open finds the schema at head and changes nothing
+    assert TABLES <= set(sa.inspect(engine).get_table_names())
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == "0001"
+        diffs = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    engine.dispose()
+    assert diffs == []
+
+
+def test_tokens_are_kept_only_as_hashes(store: Store, db_url: str):
+    token = store.add_user("alice", team="vision")
+    second = store.add_token("alice")
+    assert token != second
+    for t in (token, second):
+        assert store.user_by_token(t) == store.users()[0]
+    assert store.user_by_token("not-a-token") is None
+    engine = sa.create_engine(db_url)
+    with engine.connect() as conn:
+        rows = [tuple(str(v) for v in r) for r in conn.execute(sa.text("SELECT * FROM tokens"))]
+    engine.dispose()
+    stored = " ".join(" ".join(r) for r in rows)
+    assert token not in stored and second not in stored
+    assert hash_token(token) in stored
+    if db_url.startswith("sqlite"):  # not in the file at all, nor in its write-ahead log
+        path = Path(db_url.removeprefix("sqlite:///"))
+        for f in path.parent.iterdir():
+            assert token.encode() not in f.read_bytes()
+
+
+def test_users_and_quotas_refuse_bad_input(store: Store):
+    store.add_user("alice")
+    with pytest.raises(InputError, match="exists already"):
+        store.add_user("alice")
+    with pytest.raises(InputError, match="field 'name'"):
+        store.add_user("bad name")
+    with pytest.raises(InputError, match="no user"):
+        store.add_token("bob")
+    with pytest.raises(InputError, match="field 'user'"):
+        store.set_quota("user", "bob", 4)
+    with pytest.raises(InputError, match="field 'kind'"):
+        store.set_quota("group", "x", 4)
+    with pytest.raises(InputError, match="field 'gpus'"):
+        store.set_quota("team", "x", -1)
+    store.set_quota("user", "alice", 4, 2)
+    store.set_quota("team", "vision", 8)
+    store.set_quota("user", "alice", 6)  # replaces
+    assert [(q.kind, q.name, q.gpus, q.borrowing_limit) for q in store.quotas()] == [
+        ("team", "vision", 8, None), ("user", "alice", 6, None)]
+
+
+def test_add_job_is_committed_and_visible_from_a_second_store(store: Store, db_url: str):
+    store.add_user("alice")
+    job = store.add_job("alice", submission(), 1000.0)
+    assert (job.id, job.status, job.user, job.submitted_s) == ("job-1", "queued", "alice", 1000.0)
+    other = Store(db_url)
+    try:
+        seen = other.job("job-1")
+        assert seen == job
+        assert [e.kind for e in other.events("job-1")] == ["submitted"]
+        assert other.add_job("alice", submission("second"), 1001.0).id == "job-2"
+        assert [j.id for j in store.jobs()] == ["job-1", "job-2"]
+    finally:
+        other.close()
+
+
+def test_concurrent_submissions_get_distinct_ids(store: Store):
+    store.add_user("alice")
+    ids: list[str] = []
+    lock = threading.Lock()
+
+    def submit(k: int) -> None:
+        for i in range(5):
+            job = store.add_job("alice", submission(f"j{k}-{i}"), float(i))
+            with lock:
+                ids.append(job.id)
+
+    threads = [threading.Thread(target=submit, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(ids, key=lambda s: int(s.split("-")[1])) == [f"job-{n}" for n in range(1, 21)]
+    assert store.count_jobs() == 20
+
+
+def test_update_job_sets_only_the_given_columns(store: Store):
+    store.add_user("alice")
+    job = store.add_job("alice", submission(), 1.0)
+    store.request_cancel(job.id, 2.0)  # queued: cancelled at once
+    assert store.job(job.id).status == "cancelled"
+    running = store.add_job("alice", submission("b"), 3.0)
+    store.update_job(running.id, status="running", placement={"node-0": [0, 1]}, gpus=2, gpu_type="a100",
+                     started_s=4.0, profiled_types=("a100", "t4"))
+    store.request_cancel(running.id, 5.0)  # running: only marked
+    store.update_job(running.id, steps_done=40, attained_gpu_s=12.5)
+    got = store.job(running.id)
+    assert (got.status, got.cancel_requested, got.steps_done, got.placement, got.profiled_types) == (
+        "running", True, 40, {"node-0": [0, 1]}, ("a100", "t4"))
+    assert [e.kind for e in store.events(running.id)] == ["submitted", "cancel-requested"]
+    assert [j.id for j in store.active_jobs()] == [running.id]
+    with pytest.raises(ValueError, match="nonsense"):
+        store.update_job(running.id, nonsense=1)
+    with pytest.raises(ValueError, match="status"):
+        store.update_job(running.id, status="exploded")
+    with pytest.raises(KeyError):
+        store.update_job("job-99", steps_done=1)
+    with pytest.raises(KeyError):
+        store.request_cancel("job-99", 1.0)
+
+
+def test_commit_round_is_one_transaction(store: Store):
+    store.add_user("alice")
+    a = store.add_job("alice", submission("a"), 1.0)
+    b = store.add_job("alice", submission("b"), 1.0)
+    decision = {"allocations": {a.id: {"node-0": [0, 1]}}}
+    store.commit_round(1, 10.0, decision, 0.02, {"running": 1}, {a.id: {"status": "running", "gpus": 2}},
+                       [(a.id, "placed", "on node-0", {"gpus": 2})])
+    assert store.last_round_no() == 1
+    assert store.rounds() == [{"round_no": 1, "time_s": 10.0, "decision": decision, "policy_s": 0.02,
+                               "summary": {"running": 1}}]
+    # round 1 again: the job update and the event that came before the failing insert are rolled back
+    with pytest.raises(sa.exc.IntegrityError):
+        store.commit_round(1, 20.0, {}, 0.0, {}, {b.id: {"status": "running"}}, [(b.id, "placed", "x", {})])
+    assert store.job(b.id).status == "queued"
+    assert [e.kind for e in store.events(b.id)] == ["submitted"]
+    # an update of an unknown job rolls back the whole round too
+    with pytest.raises(KeyError):
+        store.commit_round(2, 20.0, {}, 0.0, {}, {b.id: {"steps_done": 7}, "job-99": {"steps_done": 1}}, [])
+    assert store.job(b.id).steps_done == 0 and store.last_round_no() == 1
+
+
+def test_events_telemetry_observations_and_meta_round_trip(store: Store):
+    store.add_user("alice")
+    job = store.add_job("alice", submission(), 1.0)
+    store.add_event(job.id, "note", "hello", {"k": [1, 2]}, now_s=5.0)
+    assert store.events(job.id)[-1].data == {"k": [1, 2]}
+    with pytest.raises(KeyError):
+        store.add_event("job-99", "note", "x", now_s=1.0)
+    reports = [{"type": "start", "incarnation": 0, "time": 10.5, "resumed_step": 0},
+               {"type": "progress", "incarnation": 0, "time": 12.0, "first_step": 1, "last_step": 9,
+                "grad_sqr": None, "loss": 2.5}]
+    store.add_telemetry(job.id, reports)
+    assert store.telemetry(job.id) == reports
+    tput = [ThroughputObservation(1.0, "a100", 1, 2, 32, 1, 0.25, 0.01, servers=((0, 2),),
+                                  components=(("T_f", 0.1),), data_load_s=(0.01, 0.02))]
+    grad = [GradientObservation(2.0, 64, 0.5, 1.5)]
+    store.add_observations(job.id, tput, grad)
+    assert store.observations(job.id) == (tput, grad)
+    assert store.meta_get("epoch") is None
+    store.meta_set("epoch", "1")
+    store.meta_set("epoch", "2")
+    assert store.meta_get("epoch") == "2"
+
+
+def test_open_makes_the_state_folder_and_refuses_bad_urls(tmp_path: Path):
+    store = Store.open(tmp_path / "state")
+    assert (tmp_path / "state" / "dlsched.db").is_file()
+    store.close()
+    with pytest.raises(InputError, match="field 'database'"):
+        Store("mysql://x@y/z")
+    with pytest.raises(InputError, match="field 'database'"):
+        Store("not a url")
+    with pytest.raises(InputError, match="cannot open"):
+        Store("postgresql+psycopg://nobody@127.0.0.1:1/none?connect_timeout=2")
+
+
+def test_migrations_are_packaged():
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["dlsched"]
+    package = root / "src" / "dlsched"
+    for path in (package / "service" / "migrations").rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts:
+            rel = path.relative_to(package).as_posix()
+            assert any(fnmatch.fnmatch(rel, p) for p in patterns), rel
