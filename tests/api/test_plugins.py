@@ -242,3 +242,20 @@ def test_one_s_own_stage_runs_in_a_simulation_and_in_worker_processes() -> None:
     both = dlsched.compare("fifo", {"policy": "fifo", "ordering": "newest"}, workers=2, **SMALL)
     assert list(both.summary.index) == ["fifo", "fifo+newest"]
     assert both.summary.loc["fifo+newest", "jobs"] == 6
+
+
+def test_fixed_settings_make_a_named_variant_whose_pinned_field_is_no_tunable() -> None:
+    @dataclasses.dataclass
+    class Windowed:
+        window: int = 2
+        name: str = "windowed"
+
+        def order(self, view: ClusterView, jobs: list[JobView]) -> list[JobView]:
+            return jobs[self.window:] + jobs[:self.window]
+
+    dlsched.register_stage("ordering", "windowed-3", Windowed, window=3)
+    assert build_scheduler("fifo", ordering="windowed-3").ordering.window == 3
+    with pytest.raises(InputError, match="no tunable 'window'"):
+        build_scheduler("fifo", ordering="windowed-3", settings={"window": "1"})
+    with pytest.raises(InputError, match="fixed settings .* need a dataclass"):
+        dlsched.register_stage("ordering", "lambda-fixed", lambda: Windowed(), window=3)
