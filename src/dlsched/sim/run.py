@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlsched.clusters import cluster_file, cluster_source
+from dlsched.clusters import cluster_file, cluster_source, fitting_traces
 from dlsched.core import Cluster, Decision, InputError, Node, Quotas
 from dlsched.core.view import ClusterView
 from dlsched.estimators.base import GoodputEstimator
@@ -30,6 +30,7 @@ from dlsched.sim.engine import Engine, SimConfig
 from dlsched.sim.metrics import summarize
 from dlsched.sim.records import JobRecord, RoundRecord, Segment
 from dlsched.sim.run_jobs import TUNED_SEED, file_or_name, load_jobs, resolve_trace_spec
+from dlsched.sim.trace_fit import explain_misfit
 from dlsched.world.base import World
 
 Progress = Callable[[float, int, int], None]
@@ -145,7 +146,11 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
                             ftf=config.ftf.definition(), charge_policy_time=config.charge_policy_time,
                             quotas=quotas)
         played = scheduler if on_decision is None else _Observed(scheduler, on_decision)
-        engine = Engine(cluster, specs, played, world, sim_cfg, on_progress=on_progress)
+        try:
+            engine = Engine(cluster, specs, played, world, sim_cfg, on_progress=on_progress)
+        except InputError as exc:  # a trace written for another cluster: say so, and which traces fit
+            raise explain_misfit(exc, specs, cluster, world, trace=resolved.trace, cluster_name=config.cluster,
+                                 fitting=fitting_traces(config.cluster)) from None
         attach_oracle(scheduler, world, engine)
     return PreparedRun(config=resolved, engine=engine, scheduler=scheduler, trace_name=trace_name,
                        label=resolved.label, data=data_sources(data_dir, world))  # type: ignore[arg-type]
