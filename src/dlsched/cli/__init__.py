@@ -120,6 +120,18 @@ def _cell(value: Any, scale: float | None) -> str:
     return f"{value / scale:.2f}"
 
 
+def _rounded(value: Any) -> Any:
+    """A count averaged over seeds, to one decimal (``9.7``), whole counts as they are."""
+    return round(value, 1) if isinstance(value, float) else value
+
+
+def _range(row: dict[str, Any], key: str, scale: float | None) -> str:
+    lo, hi = row.get(f"{key}_min"), row.get(f"{key}_max")
+    if lo is None or hi is None:
+        return ""
+    return f"{_cell(lo, scale)}-{_cell(hi, scale)}"
+
+
 def print_summaries(rows: list[dict[str, Any]], fmt: Format, *, header: str | None = None,
                     wide: bool = False) -> None:
     """Run summaries: one JSON object per line, or a table (headed by what was run) with one row per run."""
@@ -132,13 +144,19 @@ def print_summaries(rows: list[dict[str, Any]], fmt: Format, *, header: str | No
         table.add_column(title, justify="left" if title == "policy" else "right",
                          overflow="fold" if title == "policy" else "ellipsis")
     for row in rows:
+        spread = int(row.get("runs", 1) or 1) > 1 or int(row.get("workloads", 1) or 1) > 1
         cells = []
         for title, key, scale in columns:
             if title == "done" and not wide:
-                cells.append(f"{_cell(row.get('completed'), None)}/{_cell(row.get('jobs'), None)}")
+                cells.append(f"{_cell(_rounded(row.get('completed')), None)}/{_cell(_rounded(row.get('jobs')), None)}")
+            elif spread and row.get(f"{key}_std") is not None:
+                cells.append(f"{_cell(row.get(key), scale)}±{_cell(row.get(f'{key}_std'), scale)}")
             else:
                 cells.append(_cell(row.get(key), scale))
         table.add_row(*cells)
+        if "workloads" in row:  # several traces: the range over the workloads below the mean
+            table.add_row("  range", *(_range(row, "completed" if title == "done" else key, scale)
+                                       for title, key, scale in columns[1:]))
     if header:
         from dlsched.sim.about import wrap_header
 

@@ -156,6 +156,10 @@ class RunConfig(BaseModel):
     extra_jobs: tuple[dict[str, str | int | float | None], ...] = ()
     #: ``[first, last)`` jobs by submission order that the summary covers (leave out warm-up, cool-down).
     summary_jobs: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=1)]] | None = None
+    #: Measurement window ``[window_start, window_end)``: the summary covers the jobs submitted inside it,
+    #: a bound written ``100j`` (job index by submission order) or ``2h``/``90m``/``3600s`` (submission time).
+    window_start: str | None = None
+    window_end: str | None = None
     #: Scheduler name (``dlsched policies``) and optional stage overrides.
     policy: str = Field(DEFAULT_POLICY, min_length=1)
     admission: str | None = None
@@ -264,6 +268,25 @@ class RunConfig(BaseModel):
         if value is not None and value[0] >= value[1]:
             raise ValueError(f"expected [first, last) with first < last, got {list(value)}")
         return value
+
+    @field_validator("window_start", "window_end")
+    @classmethod
+    def _window_bound(cls, value: str | None, info: Any) -> str | None:
+        if value is None:
+            return None
+        from dlsched.sim.window import parse_bound
+
+        try:
+            return parse_bound(value, info.field_name).text()
+        except InputError as exc:
+            raise ValueError(str(exc).removeprefix(f"field '{info.field_name}': ")) from None
+
+    @model_validator(mode="after")
+    def _window_ordered(self) -> RunConfig:
+        from dlsched.sim.window import check_order
+
+        check_order(self.window_start, self.window_end)
+        return self
 
     @property
     def stage_overrides(self) -> dict[str, str | None]:

@@ -42,8 +42,10 @@ def write_outputs(out_dir: str | Path, runs: Sequence[RunRecords],
             rounds_frame(run.rounds).to_csv(stage.path("rounds.csv"), index=False)
             _write_json(stage.path("config.json"), run.config_record())
         else:
-            for run in runs:
-                stem = _safe(run.label) + f"-seed{run.config.seed}"
+            stems = [_safe(run.label) + f"-seed{run.config.seed}" for run in runs]
+            for run, stem in zip(runs, stems, strict=True):
+                if stems.count(stem) > 1:  # one row over several traces: the trace tells its tables apart
+                    stem += f"-{_safe(run.trace_name)}"
                 jobs_frame(run.jobs).to_csv(stage.path(f"jobs-{stem}.csv"), index=False)
                 rounds_frame(run.rounds).to_csv(stage.path(f"rounds-{stem}.csv"), index=False)
             _write_json(stage.path("config.json"), [run.config_record() for run in runs])
