@@ -138,5 +138,9 @@ def check_names(variants: list[Variant]) -> None:
     names = [v.name for v in variants]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
+        from_policies = all(not v.names_row for v in variants if v.name in repeated)
+        if from_policies:
+            raise InputError(f"names {', '.join(repeated)} more than once; list each run once (for repeats "
+                             f"with other seeds use --seeds)", field="policies")
         raise InputError(f"variant names {', '.join(repeated)} more than once; give each row its own name",
                          field="variant")

@@ -37,8 +37,11 @@ def _unprofiled(specs: Sequence[JobSpec], cluster: Cluster, world: World) -> dic
         seen.add(key)
         try:
             phys = world.physics(spec)
+        except InputError:
+            continue  # a model the world does not know at all: the job's own refusal names its line
+        try:
             times = [phys.isolated_runtime_s(t, spec.num_gpus) for t in types]
-        except (InputError, KeyError, ValueError, ZeroDivisionError):
+        except (KeyError, ValueError, ZeroDivisionError):
             times = [math.inf]
         if not any(math.isfinite(x) and x > 0 for x in times):
             out.setdefault(spec.model, types)
@@ -67,8 +70,9 @@ def misfit_cause(specs: Sequence[JobSpec], cluster: Cluster, world: World) -> st
     large = _too_large(specs, cluster)
     if large:
         spec, need, pool = max(large, key=lambda x: x[1])
-        return (f"{len(large)} of {len(specs)} jobs are larger than the cluster: job '{spec.job_id}' needs "
-                f"{need} GPUs of one type, the cluster has at most {pool}")
+        where = f" ({spec.origin})" if spec.origin else ""
+        return (f"{len(large)} of {len(specs)} jobs are larger than the cluster: job '{spec.job_id}'{where} "
+                f"needs {need} GPUs of one type (num_gpus), the cluster has at most {pool}")
     return None
 
 
