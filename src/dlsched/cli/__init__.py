@@ -120,6 +120,24 @@ def _cell(value: Any, scale: float | None) -> str:
     return f"{value / scale:.2f}"
 
 
+#: Row keys that describe a row rather than measure it, and spread suffixes shown inside their metric's cell.
+_NOT_COLUMNS = frozenset({"seed", "seeds", "runs", "workloads"})
+_SPREAD_SUFFIXES = ("_std", "_min", "_max")
+
+
+def _other_columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, float | None]]:
+    """``--wide``: every numeric key of the rows the fixed columns leave out, titled by its key."""
+    shown = {key for _, key, _ in _SUMMARY_COLUMNS}
+    keys: list[str] = []
+    for row in rows:
+        for key, value in row.items():
+            if (key not in shown and key not in keys and key not in _NOT_COLUMNS
+                    and not key.endswith(_SPREAD_SUFFIXES) and isinstance(value, int | float)
+                    and not isinstance(value, bool)):
+                keys.append(key)
+    return [(key, key, None) for key in keys]
+
+
 def _rounded(value: Any) -> Any:
     """A count averaged over seeds, to one decimal (``9.7``), whole counts as they are."""
     return round(value, 1) if isinstance(value, float) else value
@@ -138,7 +156,7 @@ def print_summaries(rows: list[dict[str, Any]], fmt: Format, *, header: str | No
     if fmt is Format.json:
         print_json_lines(rows)
         return
-    columns = _SUMMARY_COLUMNS if wide else _SUMMARY_COLUMNS[:_DEFAULT_COLUMNS]
+    columns = (*_SUMMARY_COLUMNS, *_other_columns(rows)) if wide else _SUMMARY_COLUMNS[:_DEFAULT_COLUMNS]
     table = Table(title=None, show_lines=False)
     for title, _, _ in columns:
         table.add_column(title, justify="left" if title == "policy" else "right",
@@ -161,8 +179,9 @@ def print_summaries(rows: list[dict[str, Any]], fmt: Format, *, header: str | No
         from dlsched.sim.about import wrap_header
 
         out.print(header if wide else wrap_header(header, TABLE_WIDTH), markup=False, highlight=False)
-    if wide:
-        out.print(table)
+    if wide:  # every column at its full width, however wide the terminal: nothing folded or cut
+        needed = sum(max(len(str(c.header)), *(len(x) for x in c.cells), 1) + 3 for c in table.columns) + 1
+        Console(file=out.file, width=max(needed, out.width), soft_wrap=True).print(table, crop=False)
     else:
         out.print(table, width=min(TABLE_WIDTH, out.width))
 
