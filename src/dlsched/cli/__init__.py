@@ -180,7 +180,7 @@ def print_summaries(rows: list[dict[str, Any]], fmt: Format, *, header: str | No
 
         out.print(header if wide else wrap_header(header, TABLE_WIDTH), markup=False, highlight=False)
     if wide:  # every column at its full width, however wide the terminal: nothing folded or cut
-        needed = sum(max(len(str(c.header)), *(len(x) for x in c.cells), 1) + 3 for c in table.columns) + 1
+        needed = sum(max([len(str(c.header)), *(len(str(x)) for x in c.cells)]) + 3 for c in table.columns) + 1
         Console(file=out.file, width=max(needed, out.width), soft_wrap=True).print(table, crop=False)
     else:
         out.print(table, width=min(TABLE_WIDTH, out.width))

@@ -82,12 +82,18 @@ def parse_variant(text: str) -> Variant:
     if not sep:
         raise InputError(f"--variant expects NAME:key=value,..., got {text!r}", field="variant")
     variant = Variant(_name(name, f"--variant {text!r}"))
-    keys = "|".join(re.escape(k) for k in sorted(variant_keys(), key=len, reverse=True))
-    pieces = re.split(rf",(?=\s*(?:(?:set|world|ftf)\.[\w.\-]+|{keys})\s*=)", rest) if rest.strip() else []
-    for piece in pieces:
+    known = set(variant_keys())
+    pairs: list[list[str]] = []
+    for piece in re.split(r",(?=\s*[\w.\-]+\s*=)", rest) if rest.strip() else []:
         key, eq, value = piece.partition("=")
-        if not eq or not key.strip():
+        key = key.strip()
+        if not eq or not key:
             raise InputError(f"--variant {name}: expected key=value, got {piece!r}", field="variant")
+        if pairs and pairs[-1][0] == "trace" and key not in known and not key.startswith(_PREFIXES):
+            pairs[-1][1] += f",{piece}"  # a trace's own options (synthetic:rate=20,hours=2)
+        else:
+            pairs.append([key, value])
+    for key, value in pairs:
         _add(variant, key, value, f"--variant {name}")
     return variant
 
