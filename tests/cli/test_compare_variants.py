@@ -94,6 +94,7 @@ def test_gimbal_with_and_without_its_coordinator_prints_both_rows_with_their_spr
     assert all(r["runs"] == 3 and r["seeds"] == 3 for r in rows)
     # the drawn trace moves its seed with the run's, so the three runs differ and the spread is real
     assert all(r["avg_jct_s_std"] > 0 and not r["seeds_changed_nothing"] for r in rows)
+    assert all(r["trace_seed_values"] == [1, 2, 3] and "trace_seed" in r["seeds_varied"] for r in rows)
     assert rows[0]["scheduler"] != rows[1]["scheduler"]  # the coordinator is the difference
 
 

@@ -93,11 +93,13 @@ def _spec_seed(spec: str) -> int | None:
 
 
 def trace_seed_used(config: RunConfig) -> int | None:
-    """The seed the run's trace was drawn with: a generated trace's ``seed=``, else TunedJobs' seed for
-    ``@tuned``, else None (a fixed trace: a file or a named trace)."""
+    """The seed the run's trace was drawn with: a generated trace's ``seed=`` (or a drawn named trace's, when
+    spelt out), else TunedJobs' seed for ``@tuned``, else None (a fixed trace: a file or a named trace)."""
     base, tuned = split_tuned(config.trace)
     if base.partition(":")[0] in _GENERATED:
         return _spec_seed(resolve_trace_spec(base, config.trace_seed))
+    if base.partition(":")[0] in _SEEDED and _spec_seed(base) is not None:
+        return _spec_seed(base)  # a drawn named trace whose seed is spelt out (compare --seeds spells it)
     if tuned:
         return config.trace_seed if config.trace_seed is not None else TUNED_SEED
     return None
