@@ -108,12 +108,20 @@ def test_seeds_that_change_nothing_are_said(tmp_path):
     assert row["seeds_changed_nothing"] is True and row["avg_jct_s_std"] == 0.0 and row["runs"] == 2
 
 
-def test_seeds_that_change_the_trace_show_a_spread():
-    rows, err = json_rows("compare", "--policies", "fifo", "--trace", "synthetic:rate=40,hours=1,seed=3",
-                          "--jobs", "12", "--seeds", "3", "--workers", "2")
+def test_seeds_that_change_the_trace_show_a_spread_in_the_table_and_the_report(tmp_path):
+    args = ["compare", "--policies", "fifo", "--trace", "synthetic:rate=40,hours=1,seed=3", "--jobs", "12",
+            "--seeds", "3", "--workers", "2"]
+    rows, err = json_rows(*args)
     (row,) = rows
     assert "changed nothing" not in err
     assert row["avg_jct_s_std"] > 0 and row["trace_seed_values"] == [3, 4, 5]
+    res = runner.invoke(app, [*args, "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    shown = f"{row['avg_jct_s'] / 3600:.2f}±{row['avg_jct_s_std'] / 3600:.2f}"
+    assert shown in res.stdout
+    report = (tmp_path / "out" / "report.html").read_text()
+    assert "mean &plusmn; standard deviation" in report and "&plusmn;" in report.split("First run")[0]
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())[0]["avg_jct_s_std"] == row["avg_jct_s_std"]
 
 
 @needs_data("sia", "workloads", "philly")

@@ -34,6 +34,7 @@ def write_outputs(out_dir: str | Path, runs: Sequence[RunRecords],
                   summary: dict[str, Any] | list[dict[str, Any]], *, force: bool = False) -> Path:
     """Write every result file into ``out_dir``, all or none; with ``force`` an earlier run's are replaced."""
     from dlsched.sim.report import RunArtifacts, write_report
+    from dlsched.sim.report_spread import has_spread, spread_table
 
     with staged_dir(out_dir, force=force) as stage:
         if len(runs) == 1:
@@ -58,7 +59,9 @@ def write_outputs(out_dir: str | Path, runs: Sequence[RunRecords],
             seen.add(run.label)
             overlays.append(RunArtifacts(label=run.label, jobs=run.jobs, rounds=run.rounds, segments=run.segments,
                                          summary=run.summary, num_gpus=run.num_gpus))
-        write_report(stage.path("report.html"), overlays, about=header_line(describe_runs(runs)))
+        rows = summary if isinstance(summary, list) else [summary]
+        write_report(stage.path("report.html"), overlays, about=header_line(describe_runs(runs)),
+                     spread=spread_table(rows) if has_spread(rows) else None)
         return stage.folder
 
 
