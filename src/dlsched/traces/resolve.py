@@ -136,7 +136,7 @@ def resolve_trace(spec: str) -> tuple[list[JobSpec], str]:
         return read_trace(path), path.name
     family = head.partition("@")[0].strip()
     if "/" in spec or path.suffix or not (sep or family.replace("-", "").isalpha()):
-        raise InputError(f"trace file '{spec}' not found (nor is it a named trace: {', '.join(NAMED_TRACES)})",
+        raise InputError(f"trace file '{spec}' not found (nor is it one of the named traces: {', '.join(NAMED_TRACES)})",
                          field="trace")
     raise InputError(f"unknown named trace '{family}'{did_you_mean(family, _FAMILIES)} in '{spec}' (named "
                      f"traces: {', '.join(NAMED_TRACES)}); nor is it a file", field="trace")
