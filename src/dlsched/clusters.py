@@ -27,6 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from dlsched.core import KNOWN_GPU_TYPES, Cluster, GpuType, InputError, Node
 from dlsched.core.ranges import Range
+from dlsched.core.reading import unreadable
+from dlsched.core.suggest import did_you_mean
 
 VARIABILITY_FAMILIES = ("longhorn", "frontera", "ls6", "testbed32")
 
@@ -146,6 +148,9 @@ class ClusterFile(BaseModel):
     #: counterpart was measured that way); a run that sets an option itself wins. Values are checked where
     #: the run's configuration is resolved, the keys here.
     world: dict[str, Any] = Field(default_factory=dict)
+    #: Traces known to fit the cluster (its paper's first); the first is the trace of a run that names none,
+    #: and a trace that does not fit is refused naming these.
+    traces: list[str] = Field(default_factory=list)
 
     @field_validator("world")
     @classmethod
@@ -232,7 +237,7 @@ def load_cluster_file(path: str | Path) -> ClusterFile:
     try:
         text = p.read_text()
     except OSError as exc:
-        raise InputError(f"cannot read cluster file ({exc.strerror})", source=str(p)) from None
+        raise InputError(unreadable(exc, "cluster file"), source=str(p)) from None
     return _parse(text, str(p))
 
 
@@ -253,8 +258,8 @@ def cluster_file(name_or_path: str) -> ClusterFile:
         return _parse(text, f"preset {name_or_path}")
     if name_or_path.endswith((".yaml", ".yml")) or Path(name_or_path).exists():
         return load_cluster_file(name_or_path)
-    raise InputError(f"unknown cluster '{name_or_path}' (presets: {', '.join(preset_names())}; or a YAML file)",
-                     field="cluster")
+    raise InputError(f"unknown cluster '{name_or_path}'{did_you_mean(name_or_path, preset_names())} (presets: "
+                     f"{', '.join(preset_names())}; or a YAML file)", field="cluster")
 
 
 def preset_descriptions() -> list[tuple[str, str, Cluster]]:
@@ -263,4 +268,26 @@ def preset_descriptions() -> list[tuple[str, str, Cluster]]:
         text = resources.files("dlsched.presets").joinpath(f"{name}.yaml").read_text()
         cf = _parse(text, f"preset {name}")
         out.append((name, cf.description, cf.build()))
+    return out
+
+
+def default_trace(name_or_path: str, fallback: str) -> str:
+    """The trace a run on this cluster plays when it names none: the cluster's first listed trace, else
+    ``fallback``."""
+    traces = cluster_file(name_or_path).traces
+    return traces[0] if traces else fallback
+
+
+def fitting_traces(name_or_path: str) -> list[str]:
+    """The traces a cluster lists as fitting it; for a cluster file that lists none, those of the presets
+    with the same GPU types (the traces' models are profiled on them)."""
+    described = cluster_file(name_or_path)
+    if described.traces:
+        return list(described.traces)
+    types = {g.gpu_type for g in described.nodes}
+    out: list[str] = []
+    for name in preset_names():
+        preset = cluster_file(name)
+        if {g.gpu_type for g in preset.nodes} <= types:
+            out.extend(t for t in preset.traces if t not in out)
     return out

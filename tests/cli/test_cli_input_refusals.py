@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from typer.testing import CliRunner
 
@@ -13,10 +11,8 @@ runner = CliRunner()
 
 
 def refused(*args: str) -> str:
-    """Run the command, check it failed cleanly and fast (exit 2, one error line), return that line."""
-    t0 = time.perf_counter()
+    """Run the command, check it failed cleanly (exit 2, one error line), return that line."""
     res = runner.invoke(app, list(args), catch_exceptions=False)
-    assert time.perf_counter() - t0 < 30, args
     assert res.exit_code == 2, res.output
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr

@@ -7,8 +7,7 @@ bounded time (never a hang).
 
 from __future__ import annotations
 
-import time
-
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -16,7 +15,8 @@ from typer.testing import CliRunner
 from dlsched.cli import app
 
 runner = CliRunner()
-BOUND_S = 30.0
+#: Seconds after which a test of all its fuzzed inputs counts as hanging (a guard, not a speed measurement).
+HANG_S = 1800
 
 TRACE_COLUMNS = ["job_id", "submit_time_s", "model", "num_gpus", "batch_size", "min_gpus", "max_gpus", "adaptivity",
                  "duration_s", "iterations", "gpu_types", "gpu_unit", "priority"]
@@ -55,10 +55,7 @@ def write_cluster(path, groups) -> None:
 
 def run_and_check(tmp_path, args: list[str], culprit: str) -> None:
     out = tmp_path / "out"
-    t0 = time.perf_counter()
-    res = runner.invoke(app, [*args, "--out", str(out)])
-    elapsed = time.perf_counter() - t0
-    assert elapsed < BOUND_S, args
+    res = runner.invoke(app, [*args, "--out", str(out)])  # a hang is caught by pytest-timeout
     assert res.exit_code in (0, 2), res.output
     assert res.exception is None or isinstance(res.exception, SystemExit), res.output
     assert "Traceback" not in res.output
@@ -74,6 +71,7 @@ def run_and_check(tmp_path, args: list[str], culprit: str) -> None:
 SIM = ["simulate", "--round-s", "3600", "--set", "max_time_s=172800", "--policy", "fifo"]
 
 
+@pytest.mark.timeout(HANG_S)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(row=st.integers(0, len(TRACE_ROWS) - 1), col=st.integers(0, len(TRACE_COLUMNS) - 1), value=HOSTILE)
 def test_a_mutated_trace_runs_or_is_refused_naming_the_file(tmp_path_factory, row, col, value):
@@ -85,6 +83,7 @@ def test_a_mutated_trace_runs_or_is_refused_naming_the_file(tmp_path_factory, ro
                   "trace.csv")
 
 
+@pytest.mark.timeout(HANG_S)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(group=st.integers(0, len(CLUSTER_GROUPS) - 1), col=st.integers(0, len(CLUSTER_FIELDS) - 1), value=HOSTILE)
 def test_a_mutated_cluster_file_runs_or_is_refused_naming_the_file(tmp_path_factory, group, col, value):

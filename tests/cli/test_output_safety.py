@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import time
 from pathlib import Path
 
 import pytest
@@ -119,9 +118,7 @@ def _umask() -> int:
 @pytest.mark.parametrize("command", ["simulate", "compare"])
 def test_out_as_a_device_is_refused_before_simulating(device: Path, command: str):
     extra = ["--policies", "fifo", "--workers", "1"] if command == "compare" else []
-    t0 = time.perf_counter()
     one_error_line(invoke(command, *SMALL, *extra, "--out", str(device)), str(device), "not a directory")
-    assert time.perf_counter() - t0 < 5  # refused up front, not after the run
     assert is_same_device(device)
 
 

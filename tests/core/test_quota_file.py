@@ -53,7 +53,7 @@ def test_a_bad_file_is_one_error_naming_the_file_and_the_field(tmp_path, text, f
 
 
 def test_unreadable_or_not_yaml_files_name_the_file(tmp_path):
-    with pytest.raises(InputError, match="cannot read quota file"):
+    with pytest.raises(InputError, match="quota file not found"):
         load_quotas(tmp_path / "missing.yaml")
     path = tmp_path / "broken.yaml"
     path.write_text("teams: {vision: [\n")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import numpy as np
 import pytest
@@ -407,7 +406,9 @@ def test_cache_refreshes_on_new_information_only():
     assert est.goodput_many(jv, "t4", SHAPES)[2] > first[2]
 
 
-def test_goodput_many_is_fast_for_a_thousand_jobs():
+def test_goodput_many_for_a_thousand_jobs_answers_the_same_when_cached():
+    """A thousand jobs' goodput over 20 shapes, twice: the cached answers are the first ones (how fast either
+    is, is measured in benchmarks/unit_speed.py)."""
     est = LearnedGoodputEstimator()
     jobs = []
     for i in range(1000):
@@ -417,17 +418,10 @@ def test_goodput_many_is_fast_for_a_thousand_jobs():
     est.update(cview(*jobs))
     shapes = np.array([[1, 1], [1, 2], [1, 4]] + [[n, 4 * n] for n in range(2, 19)])
     assert len(shapes) == 20
-    t0 = time.perf_counter()
-    for jv in jobs:
-        est.goodput_many(jv, "t4", shapes)
-    cold = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for jv in jobs:
-        est.goodput_many(jv, "t4", shapes)
-    warm = time.perf_counter() - t0
-    # measured: ~0.2 s cold, ~3 ms warm (cached) on a loaded 2-core machine
-    assert cold < 5.0
-    assert warm < 0.25
+    cold = [np.array(est.goodput_many(jv, "t4", shapes), dtype=float) for jv in jobs]
+    warm = [np.array(est.goodput_many(jv, "t4", shapes), dtype=float) for jv in jobs]
+    assert all(np.array_equal(c, w, equal_nan=True) for c, w in zip(cold, warm, strict=True))
+    assert all(c.shape[0] == len(shapes) for c in cold)
 
 
 def test_zero_gradient_report_keeps_the_last_informative_statistics():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from dlsched.core import InputError, JobSpec
@@ -20,15 +18,14 @@ def _engine(specs, round_s=60.0, stall_rounds=50, world=None):
                   SimConfig(round_s=round_s, stall_rounds=stall_rounds))
 
 
+@pytest.mark.timeout(300)
 def test_a_job_that_holds_gpus_without_progress_stops_the_run_naming_it(monkeypatch):
     cluster = small_cluster((("v100", 1, 4),))
     world = World(cluster, WorldConfig(), seed=0)
     monkeypatch.setattr(world, "rate", lambda *a, **k: Rate(0.0))
     spec = JobSpec("stuck", 0.0, "philly", 1, duration_s=100.0, origin="t.csv:2")
-    t0 = time.perf_counter()
-    with pytest.raises(SimulationStuck) as err:
+    with pytest.raises(SimulationStuck) as err:  # without the watchdog this would hang (pytest-timeout)
         _engine([spec], world=world).run()
-    assert time.perf_counter() - t0 < 10
     assert isinstance(err.value, InputError)
     assert str(err.value).startswith("t.csv:2 field 'batch_size': job 'stuck' held 1 GPU(s) for 50 rounds")
 

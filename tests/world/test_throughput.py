@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -139,13 +138,10 @@ def test_best_batch_prefers_bigger_batches_on_more_gpus(tm, em):
     assert many.batch_size > one.batch_size and many.goodput > one.goodput
 
 
-def test_best_batch_is_cached_and_fast(tm, em):
+def test_best_batch_is_cached(tm, em):
+    """The same question is answered from the cache (its speed is measured in benchmarks/unit_speed.py)."""
     first = tm.best_batch("cifar10", "t4", (4, 4), 1000.0, em, 4096)
     assert tm.best_batch("cifar10", "t4", (4, 4), 1000.0, em, 4096) is first
-    start = time.perf_counter()
-    for i in range(300):
-        tm.best_batch("ncf", "v100", (8, (i % 8) + 1), 1e4 * i, em, 32768)
-    assert time.perf_counter() - start < 1.0
 
 
 def test_load_without_data_directory(tmp_path):

@@ -248,20 +248,6 @@ def test_classes_and_model_map():
     assert s.model_classes()["PointNet"] == "classD"
 
 
-@needs_data
-def test_slowest_is_fast():
-    import time
-
-    s = speeds(64, seed=0)
-    gangs = [tuple(range(i, i + 4)) for i in range(0, 250, 4)]
-    t0 = time.perf_counter()
-    for _ in range(200):
-        for g in gangs:
-            s.slowest("classA", g)
-    per_call = (time.perf_counter() - t0) / (200 * len(gangs))
-    assert per_call < 20e-6
-
-
 def test_explicit_missing_data_dir_falls_back_with_warning(tmp_path):
     with pytest.warns(UserWarning, match="not found"):
         s = GpuSpeeds.for_cluster(cluster(2), seed=0, data_dir=str(tmp_path / "nope"), enabled=True)

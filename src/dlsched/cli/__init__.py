@@ -7,8 +7,9 @@ can be piped. Bad input ends with one ``error:`` line on stderr and exit code 2,
 module             commands
 =================  =========================================================
 ``simulate``       ``dlsched simulate`` (one run; ``--config`` replays one)
-``compare``        ``dlsched compare`` (several schedulers, in parallel)
-``sweep``          ``dlsched sweep`` (a grid of simulations as Ray tasks, resumable)
+``compare``        ``dlsched compare`` (policies or variants over traces and seeds, in parallel, with spread)
+``variants``       ``compare --variant``/``--variants``: rows as full run specifications
+``sweep``          ``dlsched sweep`` (a grid of simulations as Ray tasks or local processes, resumable)
 ``run``            ``dlsched run`` (real PyTorch jobs on Ray under a scheduler preset)
 ``clusters``       ``dlsched clusters``
 ``policies``       ``dlsched policies``

@@ -104,38 +104,75 @@ def _cell(value: Any, scale: float | None) -> str:
     return f"{value / scale:.2f}"
 
 
+#: Row keys that describe a row rather than measure it, and spread suffixes shown inside their metric's cell.
+_NOT_COLUMNS = frozenset({"seed", "seeds", "runs", "workloads"})
+_SPREAD_SUFFIXES = ("_std", "_min", "_max")
+
+
+def _other_columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, float | None]]:
+    """``--wide``: every numeric key of the rows the fixed columns leave out, titled by its key."""
+    shown = {key for _, key, _ in _SUMMARY_COLUMNS}
+    keys: list[str] = []
+    for row in rows:
+        for key, value in row.items():
+            if (key not in shown and key not in keys and key not in _NOT_COLUMNS
+                    and not key.endswith(_SPREAD_SUFFIXES) and isinstance(value, int | float)
+                    and not isinstance(value, bool)):
+                keys.append(key)
+    return [(key, key, None) for key in keys]
+
+
+def _rounded(value: Any) -> Any:
+    """A count averaged over seeds, to one decimal (``9.7``), whole counts as they are."""
+    return round(value, 1) if isinstance(value, float) else value
+
+
+def _range(row: dict[str, Any], key: str, scale: float | None) -> str:
+    lo, hi = row.get(f"{key}_min"), row.get(f"{key}_max")
+    if lo is None or hi is None:
+        return ""
+    return f"{_cell(lo, scale)}-{_cell(hi, scale)}"
+
+
 def print_summaries(rows: list[dict[str, Any]], fmt: Format, *, header: str | None = None,
                     wide: bool = False) -> None:
     """Run summaries: one JSON object per line, or a table (headed by what was run) with one row per run."""
     if fmt is Format.json:
         print_json_lines(rows)
         return
-    columns = _SUMMARY_COLUMNS if wide else _SUMMARY_COLUMNS[:_DEFAULT_COLUMNS]
+    columns = (*_SUMMARY_COLUMNS, *_other_columns(rows)) if wide else _SUMMARY_COLUMNS[:_DEFAULT_COLUMNS]
     table = Table(title=None, show_lines=False)
     for title, _, _ in columns:
         table.add_column(title, justify="left" if title == "policy" else "right",
                          overflow="fold" if title == "policy" else "ellipsis")
     for row in rows:
+        spread = int(row.get("runs", 1) or 1) > 1 or int(row.get("workloads", 1) or 1) > 1
         cells = []
         for title, key, scale in columns:
             if title == "done" and not wide:
-                cells.append(f"{_cell(row.get('completed'), None)}/{_cell(row.get('jobs'), None)}")
+                cells.append(f"{_cell(_rounded(row.get('completed')), None)}/{_cell(_rounded(row.get('jobs')), None)}")
+            elif spread and row.get(f"{key}_std") is not None:
+                cells.append(f"{_cell(row.get(key), scale)}±{_cell(row.get(f'{key}_std'), scale)}")
             else:
                 cells.append(_cell(row.get(key), scale))
         table.add_row(*cells)
+        if "workloads" in row:  # several traces: the range over the workloads below the mean
+            table.add_row("  range", *(_range(row, "completed" if title == "done" else key, scale)
+                                       for title, key, scale in columns[1:]))
     if header:
         from dlsched.sim.about import wrap_header
 
         out.print(header if wide else wrap_header(header, TABLE_WIDTH), markup=False, highlight=False)
-    if wide:
-        out.print(table)
+    if wide:  # every column at its full width, however wide the terminal: nothing folded or cut
+        needed = sum(max([len(str(c.header)), *(len(str(x)) for x in c.cells)]) + 3 for c in table.columns) + 1
+        Console(file=out.file, width=max(needed, out.width), soft_wrap=True).print(table, crop=False)
     else:
         out.print(table, width=min(TABLE_WIDTH, out.width))
 
 
 def _version(value: bool) -> None:
     if value:
-        from dlsched import __version__
+        from dlsched.version import __version__
 
         sys.stdout.write(f"dlsched {__version__}\n")
         raise typer.Exit(0)

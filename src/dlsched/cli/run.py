@@ -67,6 +67,9 @@ def run_jobs(
         restarts = sum(r.restarts for r in result.jobs)
         note(f"{summary['completed']}/{summary['jobs']} jobs done in {result.wall_s:.0f} s wall clock, "
              f"{len(result.rounds)} rounds, {restarts} restarts; GPUs {summary['gpu_emulation']}")
-        print_summaries([summary], fmt, header=f"runtime: {policy} on {summary['cluster']} ({trace})", wide=wide)
+        header = f"runtime: {policy} on {summary['cluster']} ({trace})"
+        if settings:
+            header += " | set " + ",".join(f"{k}={v}" for k, v in settings.items())
+        print_summaries([summary], fmt, header=header, wide=wide)
 
     guard(go)

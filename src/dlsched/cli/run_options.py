@@ -44,6 +44,12 @@ WorldSeedOpt = Annotated[str | None, typer.Option("--world-seed", metavar="INTEG
 RoundOpt = Annotated[str | None, typer.Option("--round-s", metavar="SECONDS", help="Scheduling round length in seconds "
                                                 "[default: the policy's own, 60 s; 360 s for gavel, pal, "
                                                 "pm-first].")]
+WindowStartOpt = Annotated[str | None, typer.Option("--window-start", metavar="BOUND", help="Measure only jobs "
+                                                    "submitted from here on: a job index (100j) or a time "
+                                                    "since the trace's start (2h, 90m, 3600s).")]
+WindowEndOpt = Annotated[str | None, typer.Option("--window-end", metavar="BOUND", help="Measure only jobs "
+                                                  "submitted before this: 1100j or 6h (the window is "
+                                                  "[start, end)).")]
 MaxTimeOpt = Annotated[str | None, typer.Option("--max-time-s", metavar="SECONDS", help="Stop at this simulated time.")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Reuse an --out folder holding an earlier run's results: "
                                         "they are removed first, so old and new never mix.")]

@@ -29,6 +29,8 @@ from dlsched.cli.run_options import (
     SetOpt,
     TraceOpt,
     TraceSeedOpt,
+    WindowEndOpt,
+    WindowStartOpt,
     WorldSeedOpt,
     build_config,
 )
@@ -84,6 +86,8 @@ def simulate(
     round_s: RoundOpt = None,
     jobs: JobsOpt = None,
     max_time_s: MaxTimeOpt = None,
+    window_start: WindowStartOpt = None,
+    window_end: WindowEndOpt = None,
     data_dir: DataDirOpt = None,
     out_dir: Annotated[str | None, typer.Option("--out", help="Write jobs.csv, rounds.csv, summary.json, "
                                                 "config.json (replay it with --config) and report.html "
@@ -108,13 +112,14 @@ def simulate(
         cfg = build_config(config, set_, cluster=cluster, trace=trace, policy=policy, admission=admission,
                            ordering=ordering, allocation=allocation, placement=placement,
                            coordination=coordination, seed=seed, world_seed=world_seed, trace_seed=trace_seed,
-                           round_s=round_s, jobs=jobs, max_time_s=max_time_s, data_dir=data_dir, quotas=quotas)
+                           round_s=round_s, jobs=jobs, max_time_s=max_time_s, data_dir=data_dir, quotas=quotas,
+                           window_start=window_start, window_end=window_end)
         bar = LazyProgress(cfg.policy)
         try:
             records = run_simulation(cfg, on_progress=bar)
         finally:
             bar.close()
-        for line in (data_notice(records.data), restart_warning(records.summary)):
+        for line in (data_notice(records.data), restart_warning(records.summary), *records.notices):
             if line:
                 warn(line)
         summary = {**records.summary, **row_fields([records])}

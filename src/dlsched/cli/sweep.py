@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from dlsched.cli.common import Format, FormatOpt, WideOpt, app, guard, note, print_summaries
-from dlsched.cli.run_options import DataDirOpt
+from dlsched.cli.run_options import DataDirOpt, WindowEndOpt, WindowStartOpt
 from dlsched.core import InputError
 from dlsched.progress import progress_bar
 
@@ -25,10 +25,13 @@ def sweep(
     workers: Annotated[int | None, typer.Option("--workers", help="CPUs the local Ray uses (default: all); "
                                                 "not with --address.")] = None,
     data_dir: DataDirOpt = None,
+    window_start: WindowStartOpt = None,
+    window_end: WindowEndOpt = None,
     wide: WideOpt = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Run a grid of simulations (presets x traces x seeds x tunables) on Ray and gather one table."""
+    """Run a grid of simulations (presets x traces x seeds x tunables) on Ray (else local processes) and gather
+    one table."""
 
     def go() -> None:
         from dlsched.sim.about import provenance
@@ -36,7 +39,7 @@ def sweep(
         from dlsched.sweep import report
         from dlsched.sweep.config import cells as grid_cells
         from dlsched.sweep.config import load_sweep
-        from dlsched.sweep.execute import import_ray, run_cells
+        from dlsched.sweep.execute import import_ray, ray_available, run_cells, run_cells_locally
         from dlsched.sweep.store import CellStore
 
         if workers is not None and workers < 1:
@@ -45,6 +48,9 @@ def sweep(
             raise InputError("--workers sets the local Ray's CPUs; with --address the cluster decides",
                              field="workers")
         spec = load_sweep(config)
+        window = {k: v for k, v in (("window_start", window_start), ("window_end", window_end)) if v is not None}
+        if window:  # the flags measure every cell over the same window, over what the file's run: says
+            spec = spec.model_copy(update={"run": {**spec.run, **window}})
         cells = grid_cells(spec, data_dir=resolve_data_dir(data_dir), source=str(config))
         seen: set[tuple[str, str, tuple[tuple[str, str], ...]]] = set()
         for cell in cells:  # bad presets, traces or tunables fail now, before any task starts
@@ -57,17 +63,28 @@ def sweep(
         folder = Path(out_dir or f"sweep-{config.stem}").expanduser()
         store = CellStore(folder)
         done = sum(store.done(c) for c in cells)
-        if done < len(cells):
-            import_ray()
+        local = address is None and not ray_available()
+        if done < len(cells) and not local:
+            import_ray()  # --address needs Ray: say how to install it
+        if local and done < len(cells):
+            note("Ray is not installed: running the cells on local processes")
         if done:
             note(f"{done} of {len(cells)} cells already finished in {folder}/; running the other "
                  f"{len(cells) - done}")
         t0 = time.perf_counter()
         with progress_bar(len(cells) - done, "sweep", unit="cells") as advance:
-            run_cells(cells, store, address=address, workers=workers, on_cell=lambda c, r: advance())
+            if local:
+                run_cells_locally(cells, store, workers=workers, on_cell=lambda c, r: advance())
+            else:
+                run_cells(cells, store, address=address, workers=workers, on_cell=lambda c, r: advance())
         rows = report.write(folder, spec, cells, store, provenance())
         note(f"{len(cells)} cells ({len(cells) - done} run now) in {time.perf_counter() - t0:.1f} s; wrote "
              f"{folder}/ (results.csv, summary.json, report.md, cells/)")
-        print_summaries(rows, fmt, header=f"sweep {config.name} on {spec.cluster}", wide=wide)
+        from dlsched.sim.window import describe
+
+        parts = [f"sweep {config.name} on {spec.cluster}",
+                 describe(spec.run.get("window_start"), spec.run.get("window_end")),
+                 "tunables per row" if spec.tunables else None]
+        print_summaries(rows, fmt, header=" | ".join(p for p in parts if p), wide=wide)
 
     guard(go)

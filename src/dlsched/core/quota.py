@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from dlsched.core.errors import InputError
+from dlsched.core.reading import unreadable
 
 #: Quotas larger than this are typos (no cluster dlsched models has a million GPUs).
 MAX_QUOTA_GPUS = 1_000_000
@@ -164,7 +165,7 @@ def load_quotas(path: str | Path) -> Quotas:
     try:
         text = p.read_text()
     except OSError as exc:
-        raise InputError(f"cannot read quota file: {exc.strerror or exc}", source=str(p)) from None
+        raise InputError(unreadable(exc, "quota file"), source=str(p)) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -61,7 +61,7 @@ def mirror_url(url: str, mirror: str | None) -> str:
 
 def download(url: str, timeout: float = TIMEOUT_S) -> bytes:
     """The bytes at ``url`` (http, https or file); OSError when the server or file cannot give them."""
-    from dlsched import __version__
+    from dlsched.version import __version__
 
     request = urllib.request.Request(url, headers={"User-Agent": f"dlsched/{__version__}"})
     with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (the scheme is checked)

@@ -26,6 +26,7 @@ from typing import Any
 
 from dlsched.core import InputError
 from dlsched.core.ranges import Range, fmt_value, range_of
+from dlsched.core.suggest import did_you_mean
 from dlsched.policies.stages import StagedScheduler
 
 STAGE_KINDS = ("admission", "ordering", "allocation", "placement", "coordination")
@@ -111,7 +112,8 @@ def register_scheduler(name: str, entry: SchedulerEntry) -> None:
 def _lookup(kind: str, name: str) -> StageEntry:
     table = STAGES[kind]
     if name not in table:
-        raise InputError(f"unknown {kind} '{name}' (known: {', '.join(sorted(table))})", field=kind)
+        raise InputError(f"unknown {kind} '{name}'{did_you_mean(name, table)} (known: {', '.join(sorted(table))})",
+                         field=kind)
     return table[name]
 
 
@@ -270,7 +272,8 @@ def build_scheduler(policy: str, *, admission: str | None = None, ordering: str 
     """Build a named scheduler, optionally swapping stages and setting tunables."""
     settings = dict(settings or {})
     if policy not in SCHEDULERS:
-        raise InputError(f"unknown policy '{policy}' (known: {', '.join(sorted(SCHEDULERS))})", field="policy")
+        raise InputError(f"unknown policy '{policy}'{did_you_mean(policy, SCHEDULERS)} (known: "
+                         f"{', '.join(sorted(SCHEDULERS))})", field="policy")
     entry = SCHEDULERS[policy]
     given = {"admission": admission, "ordering": ordering, "allocation": allocation, "placement": placement,
              "coordination": coordination}
@@ -283,11 +286,17 @@ def build_scheduler(policy: str, *, admission: str | None = None, ordering: str 
     unknown = sorted(set(settings) - used)
     if unknown:
         raise InputError(f"policy '{policy}' ({', '.join(f'{k}={v}' for k, v in names.items())}) has no "
-                         f"tunable '{unknown[0]}' (see 'dlsched policies')", field=unknown[0])
+                         f"tunable '{unknown[0]}'{did_you_mean(unknown[0], _valid_tunables(names))} (see "
+                         f"'dlsched policies')", field=unknown[0])
     check_combination(chosen, names, overridden)
     if hasattr(chosen["admission"], "follow_allocation"):  # admission that counts GPUs as allocation will give them
         chosen["admission"].follow_allocation(chosen["allocation"].traits)
     return StagedScheduler(name=policy, **chosen)
+
+
+def _valid_tunables(names: dict[str, str]) -> list[str]:
+    """Every tunable the chosen stages take (what a misspelt ``--set`` key is matched against)."""
+    return sorted({t for kind in STAGE_KINDS for t in _lookup(kind, names[kind]).tunables()})
 
 
 def _relaxed_default(names: dict[str, str], settings: dict[str, str], used: set[str]) -> None:

@@ -40,8 +40,8 @@ def run(cluster_name: str, trace_name: str, policy: str, *, settings: dict[str, 
         on_round: RoundHook | None = None) -> tuple[dict[str, Any], RuntimeResult]:
     """Run a runtime trace under a scheduler preset; returns the summary (the keys ``simulate`` prints)
     and the full result."""
-    from dlsched import __version__
     from dlsched.policies import build_scheduler
+    from dlsched.version import __version__
 
     try:
         import ray  # noqa: F401
@@ -70,8 +70,8 @@ def run(cluster_name: str, trace_name: str, policy: str, *, settings: dict[str, 
     summary = {"policy": policy, "cluster": cluster.name, "trace": trace_name, "seed": seed,
                "calibration": "runtime", **result.summary, "scheduler": scheduler.describe(),
                "dlsched_version": __version__, "seed_values": [seed], "world_seed_values": [],
-               "trace_seed_values": [], "seeds_varied": [],
-               "gpu_emulation": "none: real GPUs" if result.real_gpus else "emulated: steps stretched by "
+               "trace_seed_values": [], "seeds_varied": [], "settings": dict(settings or {}), "world_options": {},
+               "window": None, "gpu_emulation": "none: real GPUs" if result.real_gpus else "emulated: steps stretched by "
                "the measured relative speed of each GPU type", "checkpoint_dir": str(Path(opts.checkpoint_dir))}
     return summary, result
 

@@ -27,10 +27,10 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ValidationError
 
-from dlsched import __version__
 from dlsched.service.records import EventRecord, JobRecord, UserRecord
 from dlsched.service.spec import JobSubmission, describe_error
 from dlsched.service.store import Store
+from dlsched.version import __version__
 
 #: How often a followed log is polled for new lines and the job for its end (seconds).
 FOLLOW_POLL_S = 0.5

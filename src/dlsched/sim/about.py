@@ -28,7 +28,7 @@ SEED_FIELDS: tuple[tuple[str, str], ...] = (("seed", "seed"), ("world_seed", "wo
 
 
 def _version() -> str:
-    from dlsched import __version__
+    from dlsched.version import __version__
 
     return __version__
 
@@ -66,6 +66,42 @@ def seeds_varied(runs: Sequence[RunRecords]) -> list[str]:
     return [key for key, _ in SEED_FIELDS if len({seeds_of(r)[key] for r in runs}) > 1]
 
 
+def settings_of(run: RunRecords) -> dict[str, str]:
+    """The policy tunables the run set (``--set objective=jct``), as given."""
+    return dict(run.config.settings)
+
+
+def world_options_of(run: RunRecords) -> dict[str, Any]:
+    """The world options the run plays that differ from the defaults (its calibration is named apart, and a
+    straggler-episode setting only when it differs from what its GPU speeds imply)."""
+    import dataclasses
+
+    from dlsched.world.base import WorldConfig
+
+    world = run.config.world_config()
+    implied = dataclasses.replace(world, straggler_episodes=None).episodes
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(WorldConfig):
+        value = getattr(world, f.name)
+        if f.name == "calibration" or (f.name == "straggler_episodes" and value == implied):
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else None
+        if value != default:
+            out[f.name] = value
+    return out
+
+
+def window_of(run: RunRecords) -> str | None:
+    """The measurement window (``window 100j-1100j``), or None when the summary covers every job."""
+    from dlsched.sim.window import describe
+
+    return describe(run.config.window_start, run.config.window_end)
+
+
+def _pairs(values: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in values.items())
+
+
 def row_fields(runs: Sequence[RunRecords]) -> dict[str, Any]:
     """Fields a summary row carries about the runs it summarises (one policy, one or several seeds)."""
     first = runs[0]
@@ -73,7 +109,8 @@ def row_fields(runs: Sequence[RunRecords]) -> dict[str, Any]:
             "calibration": ", ".join(sorted({calibration_of(r) for r in runs})),
             **{f"{key}_values": sorted({v for r in runs if (v := seeds_of(r)[key]) is not None})
                for key, _ in SEED_FIELDS},
-            "seeds_varied": seeds_varied(runs)}
+            "seeds_varied": seeds_varied(runs), "settings": settings_of(first),
+            "world_options": world_options_of(first), "window": window_of(first)}
 
 
 def describe_runs(runs: Sequence[RunRecords]) -> dict[str, Any]:
@@ -90,6 +127,9 @@ def describe_runs(runs: Sequence[RunRecords]) -> dict[str, Any]:
         "traces": traces,
         "policies": policies,
         "calibrations": list(dict.fromkeys(calibration_of(r) for r in runs)),
+        "settings": {label: _pairs(settings_of(r)) for r in runs if (label := r.label)},
+        "world_options": list(dict.fromkeys(_pairs(world_options_of(r)) for r in runs)),
+        "windows": list(dict.fromkeys(w for r in runs if (w := window_of(r)))),
         **{f"{key}_values": sorted({v for r in runs if (v := seeds_of(r)[key]) is not None})
            for key, _ in SEED_FIELDS},
     }
@@ -120,7 +160,12 @@ def header_line(about: dict[str, Any]) -> str:
             continue  # one generated trace names its seed itself; a fixed trace has none
         if values and (key == "seed" or values != about.get("seed_values")):
             parts.append(f"{name}{'s' if len(values) > 1 else ''} {_span(values)}")
-    parts += [f"policy {label} {stages}" for label, stages in about["policies"].items()]
+    if any(about.get("world_options") or []):
+        parts.append(f"world {'; '.join(w or 'defaults' for w in about['world_options'])}")
+    parts += list(about.get("windows") or [])
+    settings = about.get("settings") or {}
+    parts += [f"policy {label} {stages}" + (f" set {settings[label]}" if settings.get(label) else "")
+              for label, stages in about["policies"].items()]
     parts.append("stages: admission/ordering/allocation/placement/coordination")
     return " | ".join(parts)
 

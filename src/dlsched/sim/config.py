@@ -21,10 +21,20 @@ from pathlib import Path
 from typing import Annotated, Any, cast
 
 import annotated_types
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from dlsched.core import InputError, Quotas, load_quotas
 from dlsched.core.ranges import DAY_S, YEAR_S, Range
+from dlsched.core.reading import unreadable
+from dlsched.core.suggest import did_you_mean
 from dlsched.policies.registry import STAGE_KINDS
 from dlsched.sim.metrics import FtfCombine, FtfDefinition, FtfIsolated, FtfShare
 from dlsched.world.base import WorldConfig
@@ -135,6 +145,7 @@ class RunConfig(BaseModel):
     #: Every node group of the cluster this many times over (scaling studies).
     cluster_scale: int = Field(1, ge=1, le=1024)
     #: Named trace, ``synthetic:...``/``synergy:...`` spec or trace file; ``@tuned`` applies TunedJobs.
+    #: Not given: the cluster's default trace (the first its preset lists), else :data:`DEFAULT_TRACE`.
     trace: str = Field(DEFAULT_TRACE, min_length=1)
     #: Seed of a generated trace that names none itself (None: the generator's own, 1) and of TunedJobs
     #: (``@tuned``; None: 0). The resolved config writes the seed into the trace spec and records this one.
@@ -145,6 +156,10 @@ class RunConfig(BaseModel):
     extra_jobs: tuple[dict[str, str | int | float | None], ...] = ()
     #: ``[first, last)`` jobs by submission order that the summary covers (leave out warm-up, cool-down).
     summary_jobs: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=1)]] | None = None
+    #: Measurement window ``[window_start, window_end)``: the summary covers the jobs submitted inside it,
+    #: a bound written ``100j`` (job index by submission order) or ``2h``/``90m``/``3600s`` (submission time).
+    window_start: str | None = None
+    window_end: str | None = None
     #: Scheduler name (``dlsched policies``) and optional stage overrides.
     policy: str = Field(DEFAULT_POLICY, min_length=1)
     admission: str | None = None
@@ -203,6 +218,23 @@ class RunConfig(BaseModel):
             message = str(exc).removeprefix(f"field '{exc.field}': ")
             raise InputError(message, source=source, field=exc.field) from None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _cluster_default_trace(cls, data: Any) -> Any:
+        """A run that names no trace plays its cluster's (a preset lists the traces that fit it)."""
+        if isinstance(data, Mapping) and data.get("trace") is None:
+            cluster = data.get("cluster", DEFAULT_CLUSTER)
+            trace = DEFAULT_TRACE
+            if isinstance(cluster, str) and cluster:
+                from dlsched.clusters import default_trace
+
+                try:
+                    trace = default_trace(cluster, DEFAULT_TRACE)
+                except InputError:
+                    pass  # a bad cluster is reported where the cluster is loaded, naming the field
+            return {**data, "trace": trace}
+        return data
+
     @field_validator("*", mode="before")
     @classmethod
     def _no_flags_as_numbers(cls, value: Any, info: Any) -> Any:
@@ -236,6 +268,25 @@ class RunConfig(BaseModel):
         if value is not None and value[0] >= value[1]:
             raise ValueError(f"expected [first, last) with first < last, got {list(value)}")
         return value
+
+    @field_validator("window_start", "window_end")
+    @classmethod
+    def _window_bound(cls, value: str | None, info: Any) -> str | None:
+        if value is None:
+            return None
+        from dlsched.sim.window import parse_bound
+
+        try:
+            return parse_bound(value, info.field_name).text()
+        except InputError as exc:
+            raise ValueError(str(exc).removeprefix(f"field '{info.field_name}': ")) from None
+
+    @model_validator(mode="after")
+    def _window_ordered(self) -> RunConfig:
+        from dlsched.sim.window import check_order
+
+        check_order(self.window_start, self.window_end)
+        return self
 
     @property
     def stage_overrides(self) -> dict[str, str | None]:
@@ -313,11 +364,14 @@ def input_error(exc: ValidationError, source: str | None = None) -> InputError:
     if err["type"] == "extra_forbidden":
         if len(loc) == 2 and loc[0] == "world":
             known = ", ".join(WorldOptions.model_fields)
-            return InputError(f"unknown world option (known: {known})", source=source, field=field)
+            hint = did_you_mean(loc[1], WorldOptions.model_fields)
+            return InputError(f"unknown world option{hint} (known: {known})", source=source, field=field)
         if len(loc) == 2 and loc[0] == "ftf":
             known = ", ".join(FtfOptions.model_fields)
             return InputError(f"unknown finish-time fairness option (known: {known})", source=source, field=field)
-        return InputError(f"unknown field (known: {', '.join(RunConfig.model_fields)})", source=source, field=field)
+        hint = did_you_mean(loc[-1], RunConfig.model_fields) if loc else ""
+        return InputError(f"unknown field{hint} (known: {', '.join(RunConfig.model_fields)})", source=source,
+                          field=field)
     message = err["msg"].removeprefix("Value error, ")
     if "input" in err and err["type"] not in ("missing", "value_error"):
         message += f", got {err['input']!r}"
@@ -365,7 +419,7 @@ def load_config(path: str | Path) -> dict[str, Any]:
     try:
         data = json.loads(p.read_text())
     except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(p)) from None
+        raise InputError(unreadable(exc, "config file"), source=str(p)) from None
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON: {exc.msg}", source=str(p), line=exc.lineno) from None
     if isinstance(data, list):

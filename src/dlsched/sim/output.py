@@ -34,6 +34,7 @@ def write_outputs(out_dir: str | Path, runs: Sequence[RunRecords],
                   summary: dict[str, Any] | list[dict[str, Any]], *, force: bool = False) -> Path:
     """Write every result file into ``out_dir``, all or none; with ``force`` an earlier run's are replaced."""
     from dlsched.sim.report import RunArtifacts, write_report
+    from dlsched.sim.report_spread import has_spread, spread_table
 
     with staged_dir(out_dir, force=force) as stage:
         if len(runs) == 1:
@@ -42,8 +43,10 @@ def write_outputs(out_dir: str | Path, runs: Sequence[RunRecords],
             rounds_frame(run.rounds).to_csv(stage.path("rounds.csv"), index=False)
             _write_json(stage.path("config.json"), run.config_record())
         else:
-            for run in runs:
-                stem = _safe(run.label) + f"-seed{run.config.seed}"
+            stems = [_safe(run.label) + f"-seed{run.config.seed}" for run in runs]
+            for run, stem in zip(runs, stems, strict=True):
+                if stems.count(stem) > 1:  # one row over several traces: the trace tells its tables apart
+                    stem += f"-{_safe(run.trace_name)}"
                 jobs_frame(run.jobs).to_csv(stage.path(f"jobs-{stem}.csv"), index=False)
                 rounds_frame(run.rounds).to_csv(stage.path(f"rounds-{stem}.csv"), index=False)
             _write_json(stage.path("config.json"), [run.config_record() for run in runs])
@@ -56,7 +59,9 @@ def write_outputs(out_dir: str | Path, runs: Sequence[RunRecords],
             seen.add(run.label)
             overlays.append(RunArtifacts(label=run.label, jobs=run.jobs, rounds=run.rounds, segments=run.segments,
                                          summary=run.summary, num_gpus=run.num_gpus))
-        write_report(stage.path("report.html"), overlays, about=header_line(describe_runs(runs)))
+        rows = summary if isinstance(summary, list) else [summary]
+        write_report(stage.path("report.html"), overlays, about=header_line(describe_runs(runs)),
+                     spread=spread_table(rows) if has_spread(rows) else None)
         return stage.folder
 
 

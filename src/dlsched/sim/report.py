@@ -338,7 +338,7 @@ p.about { font-family: monospace; font-size: 13px; }
 
 
 def write_report(path: str | Path, runs: list[RunArtifacts], *, title: str = "dlsched report",
-                 about: str | None = None) -> Path:
+                 about: str | None = None, spread: str | None = None) -> Path:
     """Write one self-contained ``report.html`` comparing ``runs`` and return its path.
 
     ``path`` is the file to write, or an existing directory to write ``report.html`` into. Sections (see
@@ -361,6 +361,9 @@ def write_report(path: str | Path, runs: list[RunArtifacts], *, title: str = "dl
         *([f"<p class='about'>{html.escape(about)}</p>"] if about else []),
         f"<p class='note'>Runs: {', '.join(html.escape(r.label) for r in runs) or 'none'}.</p>",
         f"<h2>{s_summary}</h2>",
+        *([("<p class='note'>Each row over its runs: mean &plusmn; standard deviation (over seeds; over "
+            "workloads with several traces, their range below); the figures show each row's first run.</p>"),
+           f"<div class='scroll'>{spread}</div>", "<p class='note'>First run of each row:</p>"] if spread else []),
         "<div class='scroll'>",
         _summary_table(runs),
         "</div>",

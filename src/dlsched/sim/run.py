@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlsched.clusters import cluster_file, cluster_source
+from dlsched.clusters import cluster_file, cluster_source, fitting_traces
 from dlsched.core import Cluster, Decision, InputError, Node, Quotas
 from dlsched.core.view import ClusterView
 from dlsched.estimators.base import GoodputEstimator
@@ -29,7 +29,9 @@ from dlsched.sim.config import STAGES, RunConfig, world_with_defaults
 from dlsched.sim.engine import Engine, SimConfig
 from dlsched.sim.metrics import summarize
 from dlsched.sim.records import JobRecord, RoundRecord, Segment
-from dlsched.sim.run_jobs import TUNED_SEED, file_or_name, load_jobs, resolve_trace_spec
+from dlsched.sim.run_jobs import TUNED_SEED, file_or_name, load_jobs_counted, resolve_trace_spec
+from dlsched.sim.trace_fit import explain_misfit
+from dlsched.sim.window import in_window, window_note
 from dlsched.world.base import World
 
 Progress = Callable[[float, int, int], None]
@@ -68,11 +70,13 @@ class RunRecords:
     data: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Wall seconds per phase of the engine's work (``dlsched.sim.engine.PHASES``): where a round's time goes.
     phase_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: Lines a person should read about the run (``--jobs`` beyond the trace, what the window kept).
+    notices: list[str] = dataclasses.field(default_factory=list)
 
     def config_record(self) -> dict[str, Any]:
         """``config.json``: the resolved configuration plus, for people, the version, the scheduler and where
         its data came from."""
-        from dlsched import __version__
+        from dlsched.version import __version__
 
         return {"dlsched_version": __version__, "scheduler": self.scheduler, "data": self.data,
                 **self.config.model_dump(mode="json")}
@@ -88,6 +92,8 @@ class PreparedRun:
     trace_name: str
     label: str
     data: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: Jobs the trace holds before ``jobs`` cuts it (so a cut beyond the trace can be said).
+    trace_jobs: int = 0
 
 
 def data_sources(data_dir: str | None, world: World) -> dict[str, Any]:
@@ -137,7 +143,7 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
         resolved = resolved.model_copy(update={"world": resolved.world.model_copy(
             update={"straggler_episodes": resolved.world_config().episodes})})
         world = World(cluster, resolved.world_config(), seed=world_seed)
-        specs, trace_name = load_jobs(resolved, cluster)
+        specs, trace_name, trace_jobs = load_jobs_counted(resolved, cluster)
         assert resolved.round_s is not None  # resolve() fills it from the preset
         _check_round_overheads(world, float(resolved.round_s))
         sim_cfg = SimConfig(round_s=float(resolved.round_s), seed=config.seed,
@@ -145,10 +151,15 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
                             ftf=config.ftf.definition(), charge_policy_time=config.charge_policy_time,
                             quotas=quotas)
         played = scheduler if on_decision is None else _Observed(scheduler, on_decision)
-        engine = Engine(cluster, specs, played, world, sim_cfg, on_progress=on_progress)
+        try:
+            engine = Engine(cluster, specs, played, world, sim_cfg, on_progress=on_progress)
+        except InputError as exc:  # a trace written for another cluster: say so, and which traces fit
+            raise explain_misfit(exc, specs, cluster, world, trace=resolved.trace, cluster_name=config.cluster,
+                                 fitting=fitting_traces(config.cluster)) from None
         attach_oracle(scheduler, world, engine)
     return PreparedRun(config=resolved, engine=engine, scheduler=scheduler, trace_name=trace_name,
-                       label=resolved.label, data=data_sources(data_dir, world))  # type: ignore[arg-type]
+                       label=resolved.label, data=data_sources(data_dir, world),  # type: ignore[arg-type]
+                       trace_jobs=trace_jobs)
 
 
 def simulate(config: RunConfig, *, on_progress: Progress | None = None,
@@ -168,7 +179,9 @@ def simulate(config: RunConfig, *, on_progress: Progress | None = None,
             jobs, rounds, segments = [], list(engine.rounds), list(engine.segments)
             end_s = rounds[-1].time_s + run.config.round_s if rounds else 0.0  # type: ignore[operator]
             sim_wall_s = time.perf_counter() - t0
-    covered = window_jobs(jobs, run.config.summary_jobs)
+    covered = in_window(window_jobs(jobs, run.config.summary_jobs), run.config.window_start, run.config.window_end)
+    notices = [n for n in (jobs_notice(run), window_note(len(jobs), len(covered), run.config.window_start,
+                                                          run.config.window_end) if complete else None) if n]
     summary = summarize(covered, rounds, num_gpus=engine.cluster.num_gpus, sim_wall_s=sim_wall_s)
     summary = {"policy": run.label, "cluster": run.config.cluster, "trace": run.trace_name,
                "seed": run.config.seed, "calibration": run.config.world_config().calibration, **summary}
@@ -176,7 +189,7 @@ def simulate(config: RunConfig, *, on_progress: Progress | None = None,
                       trace_name=run.trace_name, jobs=jobs, rounds=rounds, segments=segments,
                       num_gpus=engine.cluster.num_gpus, end_time_s=end_s, summary=summary,
                       wall_s=time.perf_counter() - t0, complete=complete, data=run.data,
-                      phase_s=dict(engine.phase_s))
+                      phase_s=dict(engine.phase_s), notices=notices)
 
 
 def run_many(configs: Sequence[RunConfig], workers: int | None = None, *,
@@ -278,6 +291,15 @@ def policy_label(config: RunConfig) -> str:
         if value is not None:
             label += {"ordering": f"+{value}", "placement": f"@{value}"}.get(stage, f" {stage}={value}")
     return label
+
+
+def jobs_notice(run: PreparedRun) -> str | None:
+    """A line when ``jobs`` asks for more jobs than the trace holds (the run plays them all)."""
+    asked = run.config.jobs
+    if asked is None or asked <= run.trace_jobs:
+        return None
+    return (f"--jobs {asked} is more than trace '{run.trace_name}' holds ({run.trace_jobs} jobs); all "
+            f"{run.trace_jobs} are played")
 
 
 def window_jobs(jobs: Sequence[JobRecord], window: tuple[int, int] | None) -> list[JobRecord]:

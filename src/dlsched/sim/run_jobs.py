@@ -19,6 +19,9 @@ from dlsched.traces import NAMED_TRACES, resolve_trace
 
 #: Generated-trace families whose spec may carry ``seed=``; without one they take the config's trace_seed.
 _GENERATED = ("synthetic", "synergy")
+#: Named traces drawn from a seed (``gimbal-philly:seed=S``), with the seed each draws without one:
+#: ``compare --seeds`` moves it on like a generated trace's, so each repetition sees another draw.
+_SEEDED = {"gimbal-philly": 1, "gimbal-alibaba": 1, "hops": 0, "hops-table3": 0, "copter": 0}
 _TRACE_FAMILIES = frozenset(n.partition(":")[0].partition("[")[0] for n in NAMED_TRACES)
 #: Seeds used when the config gives no trace seed: the generators' own default, and TunedJobs' draw.
 GENERATOR_SEED = 1
@@ -27,8 +30,16 @@ TUNED_SEED = 0
 
 def load_jobs(config: RunConfig, cluster: Cluster | None = None) -> tuple[list[JobSpec], str]:
     """The run's jobs: the extra jobs, then the trace's first ``jobs``; ``@tuned`` applies TunedJobs."""
+    specs, name, _ = load_jobs_counted(config, cluster)
+    return specs, name
+
+
+def load_jobs_counted(config: RunConfig, cluster: Cluster | None = None) -> tuple[list[JobSpec], str, int]:
+    """:func:`load_jobs` plus how many jobs the trace holds before ``jobs`` cuts it (a cut beyond the trace
+    is then said, not silently run short)."""
     base, tuned = split_tuned(resolve_trace_spec(config.trace, config.trace_seed))
     specs, name = resolve_trace(base)
+    total = len(specs)
     if config.jobs is not None:
         specs = specs[:config.jobs]
     if not specs:
@@ -44,7 +55,7 @@ def load_jobs(config: RunConfig, cluster: Cluster | None = None) -> tuple[list[J
         dup = next((i for i in ids if ids.count(i) > 1), None)
         if dup is not None:
             raise InputError(f"job id '{dup}' is both an extra job and a trace job", field="extra_jobs")
-    return specs, name
+    return specs, name, total
 
 
 def _extra_jobs(rows: Sequence[dict[str, Any]]) -> list[JobSpec]:
@@ -82,11 +93,13 @@ def _spec_seed(spec: str) -> int | None:
 
 
 def trace_seed_used(config: RunConfig) -> int | None:
-    """The seed the run's trace was drawn with: a generated trace's ``seed=``, else TunedJobs' seed for
-    ``@tuned``, else None (a fixed trace: a file or a named trace)."""
+    """The seed the run's trace was drawn with: a generated trace's ``seed=`` (or a drawn named trace's, when
+    spelt out), else TunedJobs' seed for ``@tuned``, else None (a fixed trace: a file or a named trace)."""
     base, tuned = split_tuned(config.trace)
     if base.partition(":")[0] in _GENERATED:
         return _spec_seed(resolve_trace_spec(base, config.trace_seed))
+    if base.partition(":")[0] in _SEEDED and _spec_seed(base) is not None:
+        return _spec_seed(base)  # a drawn named trace whose seed is spelt out (compare --seeds spells it)
     if tuned:
         return config.trace_seed if config.trace_seed is not None else TUNED_SEED
     return None
@@ -96,17 +109,20 @@ def with_trace_seed_offset(config: RunConfig, offset: int) -> RunConfig | None:
     """``config`` with the seed of its generated trace (and of ``@tuned``) moved on by ``offset``.
 
     ``compare --seeds N`` uses it so that each repetition sees a different workload drawn from the same
-    distribution, not only a different world. None when the trace is fixed (a file or a named trace
-    without ``@tuned``), which no seed changes.
+    distribution, not only a different world; a named trace drawn from a seed (``gimbal-philly``, ``hops``,
+    ``copter``) moves on from the seed it names or draws by default. None when the trace is fixed (a file or a
+    named trace without a seed or ``@tuned``), which no seed changes.
     """
     base, tuned = split_tuned(config.trace)
     head, _, args = base.partition(":")
-    generated = head in _GENERATED
+    generated = head in _GENERATED or head in _SEEDED
     if not generated and not tuned:
         return None
     update: dict[str, Any] = {}
     if generated:
         spec = resolve_trace_spec(base, config.trace_seed)
+        if head in _SEEDED and _spec_seed(spec) is None:
+            spec = f"{head}:{args},seed={_SEEDED[head]}" if args.strip() else f"{head}:seed={_SEEDED[head]}"
         seed = (_spec_seed(spec) or 0) + offset
         _, _, spelled = spec.partition(":")
         kept = [a for a in spelled.split(",") if a.strip() and a.strip().partition("=")[0].strip() != "seed"]

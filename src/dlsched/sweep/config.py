@@ -29,6 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dlsched.core import InputError
+from dlsched.core.reading import unreadable
 from dlsched.sim.config import MAX_SEED, RunConfig, input_error, route_settings
 
 #: RunConfig fields the grid sets itself; ``run:`` may not set them too.
@@ -157,7 +158,7 @@ def load_sweep(path: str | Path) -> SweepConfig:
     try:
         text = p.read_text()
     except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(p)) from None
+        raise InputError(unreadable(exc, "sweep file"), source=str(p)) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

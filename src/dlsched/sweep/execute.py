@@ -1,4 +1,5 @@
-"""Running the cells of a sweep as Ray tasks, one simulation per task, on this machine or a Ray cluster.
+"""Running the cells of a sweep as Ray tasks, one simulation per task, on this machine or a Ray cluster, or,
+when Ray is not installed, on this machine's processes (:func:`run_cells_locally`).
 
 Ray is imported here only (the ``runtime`` extra); the simulator itself never needs it. Each task rebuilds
 the cell's :class:`~dlsched.sim.config.RunConfig` from JSON and calls :func:`dlsched.sim.run.simulate`, the
@@ -25,6 +26,53 @@ def simulate_cell(config: dict[str, Any]) -> dict[str, Any]:
     records = simulate(RunConfig(**config))
     return {"summary": {**records.summary, **row_fields([records])}, "config": records.config_record(),
             "complete": records.complete}
+
+
+def ray_available() -> bool:
+    """Whether Ray can be imported (the ``runtime`` extra); without it a sweep runs on local processes."""
+    try:
+        import_ray()
+    except InputError:
+        return False
+    return True
+
+
+def run_cells_locally(cells: Sequence[Cell], store: CellStore, *, workers: int | None = None,
+                      on_cell: Callable[[Cell, dict[str, Any]], None] | None = None) -> list[Cell]:
+    """:func:`run_cells` on this machine's processes (concurrent.futures), for an install without Ray.
+
+    The same cells, the same :func:`simulate_cell` and the same store, so a sweep started without Ray and
+    resumed with it (or the other way round) skips what is stored either way.
+    """
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    from dlsched.sim.run import cpu_count
+
+    todo = [c for c in cells if not store.done(c)]
+    if not todo:
+        return []
+    ran: list[Cell] = []
+    with ProcessPoolExecutor(max_workers=max(1, min(workers or cpu_count(), len(todo)))) as pool:
+        pending = {pool.submit(simulate_cell, c.payload): c for c in todo}
+        try:
+            while pending:
+                done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                for fut in done:
+                    cell = pending.pop(fut)
+                    failure = fut.exception()
+                    if isinstance(failure, InputError):
+                        raise InputError(f"cell {cell.label}: {failure}") from None
+                    if failure is not None:
+                        raise failure
+                    record = fut.result()
+                    store.save(cell, record)
+                    ran.append(cell)
+                    if on_cell is not None:
+                        on_cell(cell, record)
+        finally:
+            for fut in pending:
+                fut.cancel()
+    return ran
 
 
 def import_ray() -> Any:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from dlsched.core.errors import InputError
 from dlsched.core.job import Adaptivity, JobSpec
+from dlsched.core.suggest import closest
 from dlsched.traces.cells import parse_int, parse_text, req_float, req_int
 from dlsched.traces.files import PathLike, csv_rows, first_line
 from dlsched.traces.gavel import gavel_model, looks_like_gavel, read_gavel_trace
@@ -267,7 +268,9 @@ def detect_format(path: PathLike) -> str:
     best, cols = max(_SIGNATURES, key=lambda sig: len(sig[1] & header) / len(sig[1]))
     if len(cols & header) * 2 >= len(cols):
         missing = [c for c in sorted(cols) if c not in header]
-        raise InputError(f"missing column(s) {', '.join(missing)}: the header looks like the {best} format, "
+        near = next(((h, m) for m in missing for h in sorted(header - cols) if closest(h, [m]) == m), None)
+        hint = f" (the header has '{near[0]}': did you mean '{near[1]}'?)" if near else ""
+        raise InputError(f"missing column(s) {', '.join(missing)}{hint}: the header looks like the {best} format, "
                          f"which needs {', '.join(sorted(cols))} ({FORMATS[best]})", source=source, line=1,
                          field=missing[0])
     accepted = "; ".join(f"{k}: {v}" for k, v in FORMATS.items())

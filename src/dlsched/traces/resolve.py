@@ -50,6 +50,7 @@ from pathlib import Path
 
 from dlsched.core.errors import InputError
 from dlsched.core.job import Adaptivity, JobSpec
+from dlsched.core.suggest import did_you_mean
 from dlsched.traces.options import parse_trace_options
 from dlsched.traces.readers import read_gavel_trace, read_philly_log, read_sia_workload, read_trace
 from dlsched.traces.synthetic import synthetic
@@ -126,15 +127,19 @@ def resolve_trace(spec: str) -> tuple[list[JobSpec], str]:
     spec = spec.strip()
     if not spec:
         raise InputError("empty trace name")
-    head, _, rest = spec.partition(":")
+    head, sep, rest = spec.partition(":")
     named = _named(head, rest, spec)
     if named is not None:
         return named(), spec
     path = Path(spec).expanduser()
     if path.exists():
         return read_trace(path), path.name
-    raise InputError(f"'{spec}' is neither a trace file nor a named trace (named traces: "
-                     f"{', '.join(NAMED_TRACES)})")
+    family = head.partition("@")[0].strip()
+    if "/" in spec or path.suffix or not (sep or family.replace("-", "").isalpha()):
+        raise InputError(f"trace file '{spec}' not found (nor is it one of the named traces: {', '.join(NAMED_TRACES)})",
+                         field="trace")
+    raise InputError(f"unknown named trace '{family}'{did_you_mean(family, _FAMILIES)} in '{spec}' (named "
+                     f"traces: {', '.join(NAMED_TRACES)}); nor is it a file", field="trace")
 
 
 def _named(head: str, rest: str, spec: str) -> Callable[[], list[JobSpec]] | None:

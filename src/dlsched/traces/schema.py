@@ -70,6 +70,7 @@ import pandas as pd
 
 from dlsched.core.errors import InputError
 from dlsched.core.job import Adaptivity, JobSpec
+from dlsched.core.suggest import closest, did_you_mean
 from dlsched.traces.cells import (
     GPU_TYPES_SEP,
     level_counts,
@@ -206,14 +207,16 @@ def to_frame(specs: Iterable[JobSpec]) -> pd.DataFrame:
 def _check_columns(columns: Iterable[str], source: str) -> list[str]:
     cols = [str(c).strip() for c in columns]
     missing = [c for c in REQUIRED_COLUMNS if c not in cols]
-    if missing:
-        raise InputError(f"missing column(s) {', '.join(missing)} (canonical columns: {', '.join(COLUMNS)})",
-                         source=source, line=1)
     unknown = [c for c in cols if c not in COLUMNS]
+    if missing:
+        near = next(((u, m) for m in missing for u in unknown if closest(u, [m]) == m), None)
+        hint = f"; the file has '{near[0]}': did you mean '{near[1]}'?" if near else ""
+        raise InputError(f"missing column(s) {', '.join(missing)}{hint} (canonical columns: {', '.join(COLUMNS)})",
+                         source=source, line=1)
     if unknown:
         # Strict on purpose: a misspelt optional column ("deadline") would otherwise be silently ignored.
-        raise InputError(f"unknown column(s) {', '.join(unknown)} (canonical columns: {', '.join(COLUMNS)})",
-                         source=source, line=1)
+        raise InputError(f"unknown column(s) {', '.join(unknown)}{did_you_mean(unknown[0], COLUMNS)} (canonical "
+                         f"columns: {', '.join(COLUMNS)})", source=source, line=1)
     dup = sorted({c for c in cols if cols.count(c) > 1})
     if dup:
         raise InputError(f"repeated column(s) {', '.join(dup)}", source=source, line=1)
