@@ -271,3 +271,12 @@ def test_dlsched_simulate_refuses_a_bad_quota_file_or_one_no_stage_enforces(tmp_
     qfile.write_text("teams: {vision: {gpus: 4}}\n")
     res = CliRunner().invoke(app, ["simulate", "--quotas", str(qfile), "--jobs", "2"])
     assert res.exit_code == 2 and res.stderr.startswith("error: field 'quotas': admission 'all' ignores quotas")
+
+
+def test_a_team_member_without_a_quota_of_their_own_is_limited_by_the_team_only():
+    # the service knows every user's team; only some users have a quota of their own
+    q = Quotas(users={"alice": QuotaEntry(2, 0)}, teams={"vision": QuotaEntry(4, 0)},
+               team_of={"alice": "vision", "bob": "vision"})
+    jobs = [job("a1", "alice", 2), job("a2", "alice", 2, submit=1), job("b1", "bob", 2, submit=2),
+            job("b2", "bob", 2, submit=3)]
+    assert admitted(QuotaAdmission(), view(jobs, q)) == ["a1", "b1"]

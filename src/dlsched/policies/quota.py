@@ -57,8 +57,11 @@ class _Ledger:
         if entry is None:
             return _Limit(_INF, f"user {user} has no quota")
         team = self.quotas.team(user)
-        members = [user] if team is None else self.quotas.team_members(team)
-        pool_nominal = entry.gpus if team is None else sum(self.quotas.users[m].gpus for m in members)
+        # the users of its team that have a quota of their own lend to each other; a member without one
+        # (the service knows every user's team, quota or not) neither lends nor borrows
+        members = [user] if team is None else [m for m in self.quotas.team_members(team)
+                                              if self.quotas.user_entry(m) is not None]
+        pool_nominal = sum(e.gpus for m in members if (e := self.quotas.user_entry(m)) is not None)
         pool_used = sum(self.by_user[m] for m in members)
         room, lend = _room(entry, self.by_user[user], pool_nominal, pool_used)
         words = f"user {user} at {self.by_user[user]}/{entry.gpus} GPUs"
