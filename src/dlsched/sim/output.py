@@ -1,6 +1,7 @@
 """The files a run leaves in its ``--out`` folder, written so a reader never sees half of them.
 
-One run: ``jobs.csv``, ``rounds.csv``, ``summary.json``, ``config.json`` (the resolved configuration that
+One run: ``jobs.csv``, ``rounds.csv``, ``allocations.csv`` and ``cluster.json`` (which GPUs each job held
+when, on which nodes: what ``dlsched report`` draws), ``summary.json``, ``config.json`` (the resolved configuration that
 replays it with ``dlsched simulate --config``) and ``report.html``. Several runs (``compare``): per-run tables
 named after policy and seed, the summary rows, every run's configuration as a JSON list, one overlaid report.
 
@@ -11,6 +12,7 @@ only when forced.
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,11 +20,14 @@ from typing import Any
 
 from dlsched.outputs import check_output_dir, staged_dir
 from dlsched.sim.about import describe_runs, header_line
+from dlsched.sim.config import RunConfig
 from dlsched.sim.metrics import jobs_frame, rounds_frame
+from dlsched.sim.records import Segment
 from dlsched.sim.run import RunRecords
 
-#: What ``simulate --out`` writes (``compare`` writes per-run tables instead of the first two).
-RUN_FILES: tuple[str, ...] = ("jobs.csv", "rounds.csv", "summary.json", "config.json", "report.html")
+#: What ``simulate --out`` writes (``compare`` writes per-run tables instead of the first four).
+RUN_FILES: tuple[str, ...] = ("jobs.csv", "rounds.csv", "allocations.csv", "cluster.json", "summary.json", "config.json",
+                               "report.html")
 
 
 def check_out_dir(out_dir: str | Path, *, force: bool = False) -> Path:
@@ -40,6 +45,8 @@ def write_outputs(out_dir: str | Path, runs: Sequence[RunRecords],
             run = runs[0]
             jobs_frame(run.jobs).to_csv(stage.path("jobs.csv"), index=False)
             rounds_frame(run.rounds).to_csv(stage.path("rounds.csv"), index=False)
+            write_allocations(stage.path("allocations.csv"), run.segments)
+            _write_json(stage.path("cluster.json"), cluster_record(run.config))
             _write_json(stage.path("config.json"), run.config_record())
         else:
             for run in runs:
@@ -58,6 +65,27 @@ def write_outputs(out_dir: str | Path, runs: Sequence[RunRecords],
                                          summary=run.summary, num_gpus=run.num_gpus))
         write_report(stage.path("report.html"), overlays, about=header_line(describe_runs(runs)))
         return stage.folder
+
+
+def write_allocations(path: Path, segments: Sequence[Segment]) -> None:
+    """``allocations.csv``: every stretch a job held one placement, with the global GPU ids (space-separated)
+    that ``dlsched report`` draws on the nodes of ``cluster.json``."""
+    with path.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["job_id", "start_s", "end_s", "gpu_type", "num_gpus", "restarting_until_s", "gpus"])
+        for s in segments:
+            out.writerow([s.job_id, repr(s.start_s), repr(s.end_s), s.gpu_type, s.num_gpus,
+                          repr(s.restarting_until_s), " ".join(str(g) for g in s.gpus)])
+
+
+def cluster_record(config: RunConfig) -> dict[str, Any]:
+    """``cluster.json``: the run's nodes in GPU-id order (GPU ids are given in node order)."""
+    from dlsched.clusters import cluster_file
+    from dlsched.sim.run import scale_cluster
+
+    cluster = scale_cluster(cluster_file(config.cluster).build(), config.cluster_scale)
+    return {"name": cluster.name, "nodes": [{"name": n.name or f"node{n.node_id}", "gpu_type": n.gpu_type,
+                                             "gpus": n.num_gpus} for n in cluster.nodes]}
 
 
 def _write_json(path: Path, payload: Any) -> None:
