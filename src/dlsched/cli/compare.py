@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from dlsched.cli.common import Format, FormatOpt, WideOpt, app, guard, note, print_summaries, warn
+from dlsched.cli.report import FiguresOpt, figure_formats
 from dlsched.cli.run_options import (
     ClusterOpt,
     ConfigOpt,
@@ -44,6 +45,7 @@ def compare(
                                                 "config.json and per-run tables here (default: nothing is "
                                                 "written).")] = None,
     force: ForceOpt = False,
+    figures: FiguresOpt = None,
     wide: WideOpt = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
@@ -57,6 +59,7 @@ def compare(
         from dlsched.sim.run_jobs import with_trace_seed_offset
         from dlsched.sim.sanity import restart_outliers
 
+        formats = figure_formats(figures, out_dir)
         if out_dir is not None:  # a bad folder fails now, not after the simulations
             check_out_dir(out_dir, force=force)
         if seeds < 1:
@@ -103,7 +106,7 @@ def compare(
             warn(line)
         took = f"{len(configs)} runs in {time.perf_counter() - t0:.1f} s"
         if out_dir is not None:
-            folder = write_outputs(out_dir, runs, rows, force=force)
+            folder = write_outputs(out_dir, runs, rows, force=force, figures=formats)
             note(f"{took}; wrote {folder}/ (report.html, summary.json, config.json, per-run tables)")
         else:
             note(f"{took}; give --out DIR to keep the report and per-run tables")

@@ -17,6 +17,21 @@ import typer
 from dlsched.cli.common import app, guard, note
 from dlsched.core import InputError
 
+#: ``--figures`` of ``simulate`` and ``compare``: the report's figures as files too.
+FiguresOpt = Annotated[str | None, typer.Option(
+    "--figures", metavar="FORMATS", help="Also write each figure of report.html as figure-<section>.<format> "
+    "in --out: a comma-separated list of svg, pdf, png.")]
+
+
+def figure_formats(figures: str | None, out_dir: str | None) -> tuple[str, ...]:
+    """The formats ``--figures`` names, checked before any simulation; it needs ``--out``."""
+    from dlsched.sim.report_figures import parse_figure_formats
+
+    formats = parse_figure_formats(figures)
+    if formats and out_dir is None:
+        raise InputError("--figures writes into the --out folder; give --out DIR as well", field="--figures")
+    return formats
+
 
 @app.command()
 def report(

@@ -36,8 +36,10 @@ def check_out_dir(out_dir: str | Path, *, force: bool = False) -> Path:
 
 
 def write_outputs(out_dir: str | Path, runs: Sequence[RunRecords],
-                  summary: dict[str, Any] | list[dict[str, Any]], *, force: bool = False) -> Path:
-    """Write every result file into ``out_dir``, all or none; with ``force`` an earlier run's are replaced."""
+                  summary: dict[str, Any] | list[dict[str, Any]], *, force: bool = False,
+                  figures: Sequence[str] = ()) -> Path:
+    """Write every result file into ``out_dir``, all or none; with ``force`` an earlier run's are replaced.
+    ``figures`` (``svg``, ``pdf``, ``png``) also writes the report's figures as ``figure-*`` files."""
     from dlsched.sim.report import RunArtifacts, write_report
 
     with staged_dir(out_dir, force=force) as stage:
@@ -55,6 +57,9 @@ def write_outputs(out_dir: str | Path, runs: Sequence[RunRecords],
                 rounds_frame(run.rounds).to_csv(stage.path(f"rounds-{stem}.csv"), index=False)
             _write_json(stage.path("config.json"), [run.config_record() for run in runs])
         _write_json(stage.path("summary.json"), summary)
+        by_label: dict[str, list[dict[str, Any]]] = {}
+        for run in runs:
+            by_label.setdefault(run.label, []).append(run.summary)
         seen: set[str] = set()
         overlays = []
         for run in runs:  # one overlay per policy (its first seed), so the report stays readable
@@ -62,8 +67,10 @@ def write_outputs(out_dir: str | Path, runs: Sequence[RunRecords],
                 continue
             seen.add(run.label)
             overlays.append(RunArtifacts(label=run.label, jobs=run.jobs, rounds=run.rounds, segments=run.segments,
-                                         summary=run.summary, num_gpus=run.num_gpus))
-        write_report(stage.path("report.html"), overlays, about=header_line(describe_runs(runs)))
+                                         summary=run.summary, num_gpus=run.num_gpus,
+                                         seed_summaries=by_label[run.label]))
+        write_report(stage.path("report.html"), overlays, about=header_line(describe_runs(runs)),
+                     figures=figures, figure_path=stage.path)
         return stage.folder
 
 
