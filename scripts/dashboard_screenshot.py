@@ -20,9 +20,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "web")]
 
 from browserkit import browser_page  # noqa: E402
-from service.servicekit import service_log, start_service, stop_service, wait_for_server  # noqa: E402
 
 from dlsched.service.store import Store  # noqa: E402
+from service.servicekit import service_log, start_service, stop_service, wait_for_server  # noqa: E402
 
 CLUSTER = """name: demo-8
 nodes:

@@ -106,3 +106,31 @@ def test_report_refuses_a_folder_that_is_not_a_run(tmp_path: Path):
     assert done.returncode == 2
     assert done.stderr.startswith("error: ") and "RUN_DIR" in done.stderr and len(done.stderr.splitlines()) == 1
     assert "allocations.csv" in done.stderr
+
+
+def test_a_packed_gpu_shows_both_jobs_and_text_is_never_markup(tmp_path: Path):
+    """The page draws a GPU two jobs share with both of them, and prints names as text, never as HTML."""
+    from dlsched.dashboard import page_html
+
+    hostile = "<img src=x onerror=window.pwned=1>"
+    snapshot = {"title": "packed", "source": "simulation", "live": False, "time_s": 100.0, "at_s": 50.0,
+                "round": 1, "rank_note": "",
+                "nodes": [{"name": "n0", "gpu_type": "a40", "gpus": [["j1", "j2"], ["j1"]]}],
+                "jobs": [{"id": "j1", "name": hostile, "user": "u", "status": "running", "gpus": 2,
+                          "gpu_type": "a40", "gpus_requested": 2, "priority": 1.0, "wait_s": 0.0,
+                          "latency_ratio": 1.0, "rank": None, "restarts": 0},
+                         {"id": "j2", "name": "b", "user": "u", "status": "running", "gpus": 1, "gpu_type": "a40",
+                          "gpus_requested": 1, "priority": 1.0, "wait_s": 0.0, "latency_ratio": 1.0, "rank": None,
+                          "restarts": 0}],
+                "timeline": {"end_s": 100.0, "segments": []}, "usage": []}
+    page_file = tmp_path / "packed.html"
+    page_file.write_text(page_html({"snapshot": snapshot, "jobs": {}}))
+    with browser_page(tmp_path) as page:
+        page.goto(page_file.as_uri())
+        page.wait_for_selector("#cluster .gpu")
+        packed = page.locator("#cluster .gpu.packed")
+        assert packed.count() == 1
+        assert packed.get_attribute("data-jobs") == "j1 j2"
+        assert packed.inner_text() == "j1+j2"
+        assert page.locator('#running tr[data-job="j1"]').inner_text().count(hostile) == 1
+        assert page.evaluate("window.pwned === undefined")
