@@ -84,9 +84,12 @@ def test_the_report_groups_recorded_explanations_by_round_range(run_dir: Path, t
     """Records in the explain format (per job and round) read as one line per stretch of rounds."""
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
-    records = [{"round": r, "time_s": 60.0 * r, "job": "gamma", "stage": "ordering", "decided": "waits",
-                "summary": "2nd in the FIFO queue behind beta; no 2 free GPUs", "facts": {"rank": 1}}
-               for r in range(1, 5)]
+    records = []
+    for r in range(1, 5):  # two stages each round, as the stages record them
+        records.append({"round": r, "time_s": 60.0 * r, "job": "gamma", "stage": "admission", "decided": "admitted",
+                        "summary": "admitted: no quota applies", "facts": {}})
+        records.append({"round": r, "time_s": 60.0 * r, "job": "gamma", "stage": "ordering", "decided": "waits",
+                        "summary": "2nd in the FIFO queue behind beta; no 2 free GPUs", "facts": {"rank": 1}})
     records.append({"round": 18, "time_s": 1080.0, "job": "gamma", "stage": "placement", "decided": "placed",
                     "summary": "placed on node a100-1 a100 x2", "facts": {}})
     (copy / "explanations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -96,9 +99,10 @@ def test_the_report_groups_recorded_explanations_by_round_range(run_dir: Path, t
         page.goto((copy / "dashboard.html").as_uri() + "#/job/gamma")
         page.wait_for_selector('#job[data-job="gamma"]')
         lines = page.locator("#explanations .explanation").all_inner_texts()
-        assert len(lines) == 2, lines
-        assert "ordering" in lines[0] and "rounds 1-4" in lines[0] and "2nd in the FIFO queue" in lines[0]
-        assert "placement" in lines[1] and "round 18" in lines[1] and "a100-1" in lines[1]
+        assert len(lines) == 3, lines
+        assert "admission" in lines[0] and "rounds 1-4" in lines[0] and "no quota applies" in lines[0]
+        assert "ordering" in lines[1] and "rounds 1-4" in lines[1] and "2nd in the FIFO queue" in lines[1]
+        assert "placement" in lines[2] and "round 18" in lines[2] and "a100-1" in lines[2]
 
 
 def test_report_refuses_a_folder_that_is_not_a_run(tmp_path: Path):

@@ -10,6 +10,7 @@ const POLL_MS = 2000;
 const DEFAULT_CHARTS = [["throughput (samples/s)", "throughput_sps"], ["batch size", "batch_size"],
   ["goodput (samples/s)", "goodput_sps"], ["restarts", "restarts"]];
 const TOKEN_KEY = "dlsched-token";
+const MAX_EXPLANATIONS = 60;
 const STATIC = window.DLSCHED_DATA || null;
 let timer = null;
 
@@ -171,16 +172,18 @@ function lineChart(title, points, key) {
 
 function explanationsView(records) {
   if (!records || !records.length) return `<section id="explanations"><h2>Why</h2><p class="muted">no explanations recorded</p></section>`;
-  // consecutive rounds with the same stage and summary read as one line: "rounds 3-7"
-  const groups = [];
+  // per stage, consecutive rounds with the same summary read as one line: "rounds 3-7"
+  const groups = [], open = {};
   for (const r of records) {
-    const last = groups[groups.length - 1];
-    if (last && last.stage === r.stage && last.summary === r.summary && r.round === last.to + 1) last.to = r.round;
-    else groups.push({stage: r.stage, summary: r.summary, from: r.round, to: r.round, decided: r.decided});
+    const last = open[r.stage];
+    if (last && last.summary === r.summary && (r.round === last.to + 1 || r.round === last.to)) last.to = r.round;
+    else groups.push(open[r.stage] = {stage: r.stage, summary: r.summary, from: r.round, to: r.round});
   }
-  const items = groups.map(g => `<div class="explanation" data-stage="${esc(g.stage)}"><span class="stage">${esc(g.stage)}</span>
+  const shown = groups.slice(-MAX_EXPLANATIONS);
+  const items = shown.map(g => `<div class="explanation" data-stage="${esc(g.stage)}"><span class="stage">${esc(g.stage)}</span>
     <span class="muted">${g.from === g.to ? `round ${g.from}` : `rounds ${g.from}-${g.to}`}</span>: ${esc(g.summary)}</div>`);
-  return `<section id="explanations"><h2>Why</h2>${items.join("")}</section>`;
+  const more = groups.length > shown.length ? `<p class="muted">the latest ${shown.length} of ${groups.length}</p>` : "";
+  return `<section id="explanations"><h2>Why</h2>${more}${items.join("")}</section>`;
 }
 
 function jobPage(snap, detail, explanations) {
