@@ -138,3 +138,22 @@ def test_a_packed_gpu_shows_both_jobs_and_text_is_never_markup(tmp_path: Path):
         assert packed.inner_text() == "j1+j2"
         assert page.locator('#running tr[data-job="j1"]').inner_text().count(hostile) == 1
         assert page.evaluate("window.pwned === undefined")
+
+
+def test_report_serve_serves_the_written_page(run_dir: Path, tmp_path: Path):
+    import httpx
+
+    proc = subprocess.Popen([sys.executable, "-m", "dlsched", "report", str(run_dir), "--out",
+                             str(tmp_path / "d.html"), "--serve", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("serving on http://127.0.0.1:"), line
+        url = line.split()[2]
+        r = httpx.get(url, timeout=10)
+        assert r.status_code == 200 and r.text == (tmp_path / "d.html").read_text()
+        assert httpx.get(url + "elsewhere", timeout=10).status_code == 404
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
