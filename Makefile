@@ -23,7 +23,7 @@ demo: $(STAMP)
 	$(VENV)/bin/dlsched compare
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check $(wildcard src tests scripts benchmarks experiments)
+	$(VENV)/bin/ruff check $(wildcard src tests scripts benchmarks experiments examples)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

@@ -11,9 +11,11 @@ four emulated nodes, under the same policy and round length:
   GPUs times each round's wall-clock length (its worker's own time in its last round), its stepping
   GPU-seconds the steps it reported times their step time;
 * the service: the same jobs as the shipped examples (``examples/{mlp,resnet,transformer}.py``, which use
-  ``dlsched.train``) submitted at the same times to the service's store and round loop
-  (``dlsched.service.session.run_workload``); held is from each incarnation's placement to its last report,
-  stepping the steps its progress reports cover times their mean step time, both times its workers.
+  ``dlsched.train``) submitted at the same times, with the same GPU requests, to the service's store and
+  round loop (``dlsched.service.session.run_workload``); held is from each incarnation's placement to its
+  last report, stepping from its first step to its last report less the checkpoints' writing time (each
+  step whole, as the runtime's step times are: data, compute, exchange and bookkeeping), both times its
+  workers.
 
 The fraction is stepping over held, pooled over jobs (GPU-second weighted). The target (issue 24): at least
 0.90 for the service.
@@ -74,7 +76,8 @@ def service_fraction(policy: str, round_s: float, state: Path) -> dict[str, Any]
         adaptive = job.adaptivity.value == "adaptive"
         sub = JobSubmission.model_validate({
             "name": job.job_id, "command": f"python {job.model}.py {args}", "working_dir": str(EXAMPLES),
-            "gpus": {"min": 1, "max": job.max_gpus or max(job.gpus, 4)} if adaptive else job.gpus,
+            # the same request as the runtime's job (an adaptive spec starts at its lower bound)
+            "gpus": {"min": job.gpus, "max": job.max_gpus or max(job.gpus, 4)} if adaptive else job.gpus,
             "adaptivity": "adaptive" if adaptive else "rigid", "batch_size": job.init_batch,
             **({"max_batch_size": job.max_batch} if adaptive else {}), "model": job.model})
         workload.append(TimedSubmission(at_s=job.submit_s, submission=sub))

@@ -120,3 +120,30 @@ def test_a_team_quota_holds_jobs_past_it_until_its_gpus_free(tmp_path):
     assert [_status(store, j) for j in ids] == ["running", "running", "queued"]
     _rounds_until(loop, lambda: all(_status(store, j) == "succeeded" for j in ids), timeout_s=60)
     assert loop.scheduler.admission.name == "quota"
+
+
+def test_sia_profiles_a_new_job_on_each_type_then_runs_it_from_what_the_profiles_reported(tmp_path, ray_executor):
+    store = Store.open(tmp_path)
+    store.add_user("bob")
+    options = ServeOptions(state=tmp_path, policy="sia", round_s=2.0)
+    loop = RoundLoop(store, ray_executor, lambda: service_scheduler(options), cluster_name="ray-local-4",
+                     options=LoopOptions(round_s=2.0, jobs_dir=tmp_path / "jobs", checkpoint_dir=tmp_path / "ckpt",
+                                         stop_grace_s=5.0, profile_s=8.0))
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    sub = JobSubmission.model_validate({"name": "mlp", "command": "python mlp.py --epochs 30", "model": "mlp",
+                                        "working_dir": str(examples), "gpus": {"min": 1, "max": 2},
+                                        "adaptivity": "adaptive", "batch_size": 64, "max_batch_size": 256})
+    job_id = store.add_job("bob", sub, time.time()).id
+    seen: set[str] = set()
+
+    def done() -> bool:
+        seen.add(_status(store, job_id))
+        return _status(store, job_id) in ("succeeded", "failed")
+
+    _rounds_until(loop, done, timeout_s=240)
+    job = store.job(job_id)
+    assert job is not None and job.status == "succeeded", job
+    assert "profiling" in seen and "running" in seen
+    assert set(job.profiled_types) == {"t4", "rtx", "a100"}
+    tput, _ = store.observations(job_id)
+    assert {o.gpu_type for o in tput} >= {"t4", "rtx", "a100"}, "every profile reported its step times"

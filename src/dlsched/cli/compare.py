@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from dlsched.cli.common import Format, FormatOpt, WideOpt, app, guard, note, print_summaries, warn
+from dlsched.cli.plugin_options import PluginOpt, load_plugin_options
 from dlsched.cli.report import FiguresOpt, figure_formats
 from dlsched.cli.run_options import (
     ClusterOpt,
@@ -46,12 +47,14 @@ def compare(
                                                 "written).")] = None,
     force: ForceOpt = False,
     figures: FiguresOpt = None,
+    plugin: PluginOpt = None,
     wide: WideOpt = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Run several schedulers on the same cluster and trace, in parallel, and print one table."""
 
     def go() -> None:
+        load_plugin_options(plugin)  # before any name is looked up
         from dlsched.sim.about import describe_runs, header_line, row_fields
         from dlsched.sim.metrics import average_summaries
         from dlsched.sim.output import check_out_dir, write_outputs

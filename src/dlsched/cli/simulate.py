@@ -10,6 +10,7 @@ import typer
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from dlsched.cli.common import Format, FormatOpt, WideOpt, app, err, guard, note, print_summaries, warn
+from dlsched.cli.plugin_options import PluginOpt, load_plugin_options
 from dlsched.cli.report import FiguresOpt, figure_formats
 from dlsched.cli.run_options import (
     AdmissionOpt,
@@ -90,12 +91,14 @@ def simulate(
                                                 "here.")] = None,
     force: ForceOpt = False,
     figures: FiguresOpt = None,
+    plugin: PluginOpt = None,
     wide: WideOpt = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Simulate one scheduler on one cluster and trace."""
 
     def go() -> None:
+        load_plugin_options(plugin)  # before any name is looked up
         from dlsched.sim.about import describe_runs, header_line, row_fields
         from dlsched.sim.output import check_out_dir, write_outputs
         from dlsched.sim.run import data_notice

@@ -95,24 +95,29 @@ def stepping_fraction(reports: Sequence[dict[str, Any]], placed_at: Sequence[tup
     """(GPU-seconds spent stepping, GPU-seconds held) of one job.
 
     Held: from each incarnation's placement (``placed_at``: (incarnation, Unix time)) to its last report
-    (``done``, ``stopped`` or the last progress), times its workers; stepping: the steps its progress reports
-    cover times their mean step time, times its workers. GPUs a finished job leaves until the next round are
-    the scheduler's cadence, not the job's, and are not counted (as the runtime's fidelity check counts a
-    last round by the worker's own time)."""
+    (``done``, ``stopped`` or the last progress), times its workers. Stepping: the time its workers were in
+    the training loop, from its ``start`` report (written as the first step begins) to its last report, less
+    the time its checkpoints stood the loop still (each ``checkpoint`` report's ``seconds``), times its
+    workers: what is left of held is start-up (placement, process start, imports, data, model, process
+    group, restore) and exit. GPUs a finished job leaves until the next round are the scheduler's cadence,
+    not the job's, and are not counted (as the runtime's fidelity check counts a last round by the worker's
+    own time)."""
     placed = dict(placed_at)
+    first: dict[int, float] = {}
     last: dict[int, float] = {}
     world: dict[int, int] = {}
-    stepping = 0.0
+    paused: dict[int, float] = {}
     for r in reports:
         inc = int(r.get("incarnation", -1))
         if inc not in placed:
             continue
-        last[inc] = max(last.get(inc, 0.0), float(r.get("time", 0.0)))
+        when = float(r.get("time", 0.0))
+        last[inc] = max(last.get(inc, 0.0), when)
         if r["type"] == "start":
+            first[inc] = when
             world[inc] = int(r.get("world_size") or 1)
-        if r["type"] == "progress" and r.get("step_time_s"):
-            n = int(r.get("world_size") or world.get(inc, 1))
-            steps = int(r["last_step"]) - int(r["first_step"]) + 1
-            stepping += steps * float(r["step_time_s"]) * n
+        elif r["type"] == "checkpoint":
+            paused[inc] = paused.get(inc, 0.0) + float(r.get("seconds") or 0.0)
+    stepping = sum(max(0.0, last[inc] - first[inc] - paused.get(inc, 0.0)) * world[inc] for inc in first)
     held = sum(max(0.0, last[inc] - placed[inc]) * world.get(inc, 1) for inc in last)
     return stepping, held

@@ -338,9 +338,11 @@ class Session:
             return None
         if self._last_saved_step == self.step:
             return ckpt.checkpoint_file(self.checkpoint_dir, self.step)
+        t0 = time.monotonic()
         path = ckpt.save(self.checkpoint_dir, self.step, self.checkpoint_blob())
         self._last_saved_step = self.step
-        self.reports.write("checkpoint", step=self.step, path=str(path))
+        # how long the training loop stood still for it (what a stepping-time account subtracts)
+        self.reports.write("checkpoint", step=self.step, path=str(path), seconds=time.monotonic() - t0)
         return path
 
     def _barrier(self) -> None:
