@@ -198,13 +198,15 @@ def _detail(row: dict[str, str], segments: list[dict[str, Any]], explanations: l
         series.append({"t": s["start_s"], "gpus_held": s["gpus"], "restarts": restarts})
         series.append({"t": s["end_s"], "gpus_held": s["gpus"], "restarts": restarts})
         series.append({"t": s["end_s"], "gpus_held": 0, "restarts": restarts})
+    if listed is not None:  # its row at the moment the cluster is shown, said so
+        listed = {**listed, "status": f"{listed['status']} at {snapshot['at_s']:.0f} s"}
     base = listed or {"id": job, "name": row.get("model", ""), "user": row.get("user", ""),
                       "status": "finished" if _float(row.get("finish_s")) is not None else "unfinished",
                       "gpus": 0, "gpu_type": None, "gpus_requested": int(_float(row.get("requested_gpus")) or 0),
                       "priority": None, "wait_s": _float(row.get("wait_s")),
                       "latency_ratio": _float(row.get("latency_ratio")), "rank": None,
                       "restarts": int(_float(row.get("restarts")) or 0)}
-    facts = [[k, v] for k, v in row.items() if k != "job_id" and v not in ("", None)]
+    facts = [[k, v] for k, v in row.items() if k not in ("job_id", "user", "restarts") and v not in ("", None)]
     return {"job": base, "facts": facts, "series": series, "explanations": explanations,
             "charts": [["GPUs held", "gpus_held"], ["restarts", "restarts"]],
             "series_note": "the simulator keeps no per-job throughput or batch-size series; seconds from trace start"}
