@@ -10,8 +10,8 @@ from dlsched.sim.records import JobRecord, RoundRecord, Segment
 from dlsched.sim.report import MAX_TIMELINE_RUNS, SECTION_TITLES, RunArtifacts, write_report
 
 NUM_GPUS = 16
-#: JCT CDF, FTF CDF, GPUs in use, queue length; timelines come on top.
-SHARED_FIGURES = 4
+#: JCT CDF, FTF CDF, GPUs in use, GPUs in use by type, queue length; timelines come on top.
+SHARED_FIGURES = 5
 
 
 def make_run(label: str, n_jobs: int = 30, seed: int = 0, round_s: float = 60.0) -> RunArtifacts:
@@ -83,8 +83,8 @@ def test_three_runs_overlaid_and_labels_escaped(tmp_path: Path) -> None:
     check(html, 3)
     assert "<b>pollux" not in html
     assert "&lt;b&gt;pollux &amp; co&lt;/b&gt;" in html
-    # one table row per run
-    assert html.count("<td class='label'>") == 3
+    # one row per run in the default table and in the one with every column
+    assert html.count("<td class='label'>") == 2 * 3
 
 
 def test_many_runs_show_one_timeline(tmp_path: Path) -> None:

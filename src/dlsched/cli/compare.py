@@ -19,6 +19,7 @@ import typer
 
 from dlsched.cli.common import Format, FormatOpt, WideOpt, app, guard, note, print_summaries, warn
 from dlsched.cli.plugin_options import PluginOpt, load_plugin_options
+from dlsched.cli.report import FiguresOpt, figure_formats
 from dlsched.cli.run_options import (
     ClusterOpt,
     ConfigOpt,
@@ -115,6 +116,7 @@ def compare(
                                                 "config.json and per-run tables here (default: nothing is "
                                                 "written).")] = None,
     force: ForceOpt = False,
+    figures: FiguresOpt = None,
     plugin: PluginOpt = None,
     wide: WideOpt = False,
     fmt: FormatOpt = Format.table,
@@ -131,6 +133,7 @@ def compare(
         from dlsched.sim.sanity import restart_outliers
         from dlsched.sim.spread import identical, seed_row, workload_row
 
+        formats = figure_formats(figures, out_dir)
         if out_dir is not None:  # a bad folder fails now, not after the simulations
             check_out_dir(out_dir, force=force)
         if seeds < 1:
@@ -205,7 +208,7 @@ def compare(
             warn(line)
         took = f"{len(configs)} runs in {time.perf_counter() - t0:.1f} s"
         if out_dir is not None:
-            folder = write_outputs(out_dir, runs, rows, force=force)
+            folder = write_outputs(out_dir, runs, rows, force=force, figures=formats)
             note(f"{took}; wrote {folder}/ (report.html, summary.json, config.json, per-run tables)")
         else:
             note(f"{took}; give --out DIR to keep the report and per-run tables")

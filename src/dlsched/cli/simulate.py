@@ -11,6 +11,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 
 from dlsched.cli.common import Format, FormatOpt, WideOpt, app, err, guard, note, print_summaries, warn
 from dlsched.cli.plugin_options import PluginOpt, load_plugin_options
+from dlsched.cli.report import FiguresOpt, figure_formats
 from dlsched.cli.run_options import (
     AdmissionOpt,
     AllocationOpt,
@@ -93,6 +94,7 @@ def simulate(
                                                 "config.json (replay it with --config) and report.html "
                                                 "here.")] = None,
     force: ForceOpt = False,
+    figures: FiguresOpt = None,
     plugin: PluginOpt = None,
     wide: WideOpt = False,
     fmt: FormatOpt = Format.table,
@@ -107,6 +109,7 @@ def simulate(
         from dlsched.sim.run import simulate as run_simulation
         from dlsched.sim.sanity import restart_warning
 
+        formats = figure_formats(figures, out_dir)
         if out_dir is not None:  # a bad folder fails now, not after the simulation
             check_out_dir(out_dir, force=force)
         cfg = build_config(config, set_, cluster=cluster, trace=trace, policy=policy, admission=admission,
@@ -124,7 +127,7 @@ def simulate(
                 warn(line)
         summary = {**records.summary, **row_fields([records])}
         if out_dir is not None:
-            folder = write_outputs(out_dir, [records], summary, force=force)
+            folder = write_outputs(out_dir, [records], summary, force=force, figures=formats)
             note(f"wrote {folder}/ (jobs.csv, rounds.csv, summary.json, config.json, report.html)")
         print_summaries([summary], fmt, header=header_line(describe_runs([records])), wide=wide)
 

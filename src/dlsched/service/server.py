@@ -93,6 +93,8 @@ def serve(options: ServeOptions) -> None:
     import uvicorn
 
     from dlsched.service.api import create_app
+    from dlsched.service.dashboard import add_dashboard
+    from dlsched.service.metrics import add_metrics
 
     state = options.state.expanduser().resolve()
     state.mkdir(parents=True, exist_ok=True)
@@ -121,6 +123,8 @@ def serve(options: ServeOptions) -> None:
                 [{"name": n.name, "gpu_type": n.gpu_type, "gpus": n.num_gpus} for n in cluster.nodes]}
 
     app = create_app(store, jobs_dir=jobs_dir, cluster_info=cluster_info)
+    add_dashboard(app, store, cluster_info)
+    add_metrics(app, store)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

@@ -327,6 +327,14 @@ class Store:
             return [{"round_no": r.round_no, "time_s": r.time_s, "decision": r.decision, "policy_s": r.policy_s,
                      "summary": r.summary} for r in s.execute(select(m.Round).order_by(m.Round.round_no)).scalars()]
 
+    def recent_rounds(self, limit: int) -> list[dict[str, Any]]:
+        """The last ``limit`` rounds, oldest first (what ``/metrics`` reads on every scrape, without the
+        whole history)."""
+        with self._read() as s:
+            rows = s.execute(select(m.Round).order_by(m.Round.round_no.desc()).limit(limit)).scalars().all()
+            return [{"round_no": r.round_no, "time_s": r.time_s, "decision": r.decision, "policy_s": r.policy_s,
+                     "summary": r.summary} for r in reversed(rows)]
+
     def last_round_no(self) -> int | None:
         with self._read() as s:
             return s.execute(select(func.max(m.Round.round_no))).scalar_one()

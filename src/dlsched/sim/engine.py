@@ -378,7 +378,8 @@ class Engine:
             j.gpu_s_by_type[gtype] = j.gpu_s_by_type.get(gtype, 0.0) + n * duration
             j.restart_gpu_s += n * duration
             self.segments.append(Segment(job_id=j.job_id, start_s=t, end_s=t + duration, gpu_type=gtype,
-                                         num_gpus=n, restarting_until_s=t + duration))
+                                         num_gpus=n, restarting_until_s=t + duration,
+                                         gpus=tuple(g for g in placement.gpus if self.cluster.gpu_type_of[g] == gtype)))
         st.new_tput.extend(obs)
 
     def _close_segment(self, st: JobState, t: float) -> None:
@@ -387,7 +388,8 @@ class Engine:
             self.segments.append(Segment(job_id=j.job_id, start_s=st.segment_start_s, end_s=t,
                                          gpu_type=self.cluster.gpu_type_of[j.placement.gpus[0]],
                                          num_gpus=len(j.placement),
-                                         restarting_until_s=min(t, max(st.segment_start_s, j.restart_until_s))))
+                                         restarting_until_s=min(t, max(st.segment_start_s, j.restart_until_s)),
+                                         gpus=tuple(j.placement.gpus)))
 
     # -- advancing time ------------------------------------------------------------------------------
     def _rate(self, st: JobState) -> Rate:

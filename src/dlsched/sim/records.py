@@ -89,3 +89,5 @@ class Segment:
     gpu_type: str
     num_gpus: int
     restarting_until_s: float
+    #: The global GPU ids held (the dashboard draws them on their nodes); empty where not recorded.
+    gpus: tuple[int, ...] = ()

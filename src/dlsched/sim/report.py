@@ -16,7 +16,7 @@ import base64
 import html
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,14 @@ from matplotlib.patches import Patch
 
 from dlsched.sim.metrics import SUMMARY_KEYS
 from dlsched.sim.records import JobRecord, RoundRecord, Segment
+from dlsched.sim.report_figures import (
+    decade_limits,
+    figure_stem,
+    run_end_s,
+    save_figure,
+    summary_tables,
+    utilisation_by_type,
+)
 
 __all__ = [
     "MAX_CDF_POINTS",
@@ -51,6 +59,7 @@ SECTION_TITLES: tuple[str, ...] = (
     "JCT CDF",
     "Finish-time fairness CDF",
     "GPUs in use over time",
+    "GPUs in use by type",
     "Queue length over time",
     "Allocation timeline",
 )
@@ -68,6 +77,8 @@ class RunArtifacts:
     segments: list[Segment] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     num_gpus: int = 0
+    #: Every seed's summary where the policy was averaged over several (the table shows mean and std).
+    seed_summaries: list[dict[str, Any]] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -150,18 +161,7 @@ def _column(key: str) -> tuple[str, float]:
 
 
 def _summary_table(runs: Sequence[RunArtifacts]) -> str:
-    cols = [(k, *_column(k)) for k in SUMMARY_KEYS]
-    head = "<th>run</th><th>num_gpus</th>" + "".join(
-        f"<th title='{html.escape(k)}'>{html.escape(name)}</th>" for k, name, _ in cols)
-    rows = []
-    for r in runs:
-        cells = [f"<td class='label'>{html.escape(r.label)}</td>", f"<td>{r.num_gpus}</td>"]
-        for k, _, div in cols:
-            v = r.summary.get(k)
-            shown = v / div if isinstance(v, (int, float)) and not isinstance(v, bool) and div != 1.0 else v
-            cells.append(f"<td>{_fmt(shown)}</td>")
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return summary_tables(runs, SUMMARY_KEYS, _column, _fmt)
 
 
 def _jct_cdf(runs: Sequence[RunArtifacts]) -> Figure:
@@ -178,9 +178,10 @@ def _jct_cdf(runs: Sequence[RunArtifacts]) -> Figure:
     if not drawn:
         _no_data(ax, "completed jobs")
     else:
-        # JCTs span minutes to days; a log axis keeps short jobs visible when the spread is wide.
-        if lo > 0 and hi / lo > 100:
-            ax.set_xscale("log")
+        # JCTs span minutes to days: always a log axis over whole decades, so one run's report and a
+        # comparison's draw on the same scale and can be set side by side.
+        ax.set_xscale("log")
+        ax.set_xlim(*decade_limits(lo, hi))
         ax.legend(loc="lower right", fontsize="small")
     ax.set_xlabel("job completion time (hours)")
     ax.set_ylabel("fraction of completed jobs")
@@ -214,7 +215,7 @@ def _ftf_cdf(runs: Sequence[RunArtifacts]) -> Figure:
     return fig
 
 
-def _round_series(runs: Sequence[RunArtifacts], attr: str, ylabel: str, capacity: bool) -> Figure:
+def _round_series(runs: Sequence[RunArtifacts], attr: str, ylabel: str, capacity: bool, end_s: float) -> Figure:
     fig = Figure(figsize=(9, 3.5), layout="constrained")
     ax = fig.add_subplot()
     drawn, top = False, 1.0
@@ -235,6 +236,7 @@ def _round_series(runs: Sequence[RunArtifacts], attr: str, ylabel: str, capacity
     else:
         ax.legend(loc="best", fontsize="small", framealpha=0.8)
     ax.set_xlabel("time (hours)")
+    ax.set_xlim(0, max(end_s, 1.0) / 3600)
     ax.set_ylabel(ylabel)
     ax.set_ylim(0, top * 1.08)
     ax.grid(alpha=0.3)
@@ -242,15 +244,17 @@ def _round_series(runs: Sequence[RunArtifacts], attr: str, ylabel: str, capacity
 
 
 def _type_colors(runs: Sequence[RunArtifacts]) -> dict[str, Any]:
-    """One colour per GPU type, shared by every run's timeline so colours mean the same thing throughout."""
+    """One colour per GPU type, shared by every run's timeline and the stacked utilisation, so colours mean
+    the same thing throughout."""
     import matplotlib as mpl
 
-    types = sorted({s.gpu_type for r in runs for s in r.segments})
+    types = sorted({s.gpu_type for r in runs for s in r.segments} | {t for r in runs for x in r.rounds
+                                                                    for t in x.gpus_by_type})
     cmap = mpl.colormaps["tab10"]
     return {t: cmap(i % 10) for i, t in enumerate(types)}
 
 
-def _timeline(run: RunArtifacts, colors: dict[str, Any]) -> tuple[Figure, str]:
+def _timeline(run: RunArtifacts, colors: dict[str, Any], end_s: float) -> tuple[Figure, str]:
     """Per-job allocation lanes in the style of Sia figures 3.4 / 3.8.
 
     One lane per job, ordered by submit time: a pale band from submit to finish (waiting / in system), a
@@ -312,6 +316,7 @@ def _timeline(run: RunArtifacts, colors: dict[str, Any]) -> tuple[Figure, str]:
     ax.set_yticklabels(chosen, fontsize=6 if len(chosen) > 30 else 8)
     ax.set_ylim(len(chosen) - 0.5, -0.5)
     ax.set_xlabel("time (hours)")
+    ax.set_xlim(0, max(end_s, 1.0) / 3600)  # every run's timeline on one time axis
     ax.set_ylabel("job (by submit time)")
     ax.grid(axis="x", alpha=0.3)
     used_types = sorted({s.gpu_type for s in segs})
@@ -338,21 +343,35 @@ p.about { font-family: monospace; font-size: 13px; }
 
 
 def write_report(path: str | Path, runs: list[RunArtifacts], *, title: str = "dlsched report",
-                 about: str | None = None, spread: str | None = None) -> Path:
+                 about: str | None = None, spread: str | None = None, figures: Sequence[str] = (),
+                 figure_path: Callable[[str], Path] | None = None) -> Path:
     """Write one self-contained ``report.html`` comparing ``runs`` and return its path.
 
     ``path`` is the file to write, or an existing directory to write ``report.html`` into. Sections (see
-    :data:`SECTION_TITLES`): a summary table with :data:`SUMMARY_KEYS` per run; JCT and finish-time
-    fairness CDFs with all runs overlaid; GPUs in use and queue length over time, overlaid; and allocation
-    timelines, one per run, or only the first run's when there are more than :data:`MAX_TIMELINE_RUNS`.
-    Every figure is present even without data (it then says so), so the layout is predictable. ``about``
-    (what was run: cluster, trace, policies and their stages, seeds, version) heads the page.
+    :data:`SECTION_TITLES`): a summary table (the default columns, every column behind a toggle, mean and
+    standard deviation where a policy ran with several seeds); JCT and finish-time fairness CDFs with all
+    runs overlaid (JCT on a log scale of whole decades); GPUs in use, stacked by GPU type, and queue length
+    over time; and allocation timelines, one per run, or only the first run's when there are more than
+    :data:`MAX_TIMELINE_RUNS`. Every time axis runs from 0 to the latest run's end, so runs line up. Every
+    figure is present even without data (it then says so), so the layout is predictable. ``about`` (what
+    was run: cluster, trace, policies and their stages, seeds, version) heads the page. ``figures``
+    (``svg``, ``pdf``, ``png``) also writes each figure as ``figure-<section>.<format>`` at
+    ``figure_path(name)`` (default: beside the report).
     """
     out = Path(path)
     if out.is_dir() and not out.is_symlink():
         out = out / "report.html"
+    end_s = run_end_s(runs)
+    exported: list[tuple[Figure, str]] = []
 
-    s_summary, s_jct, s_ftf, s_gpus, s_queue, s_timeline = SECTION_TITLES
+    def figure(fig: Figure, alt: str, stem: str) -> str:
+        if figures:
+            exported.append((fig, stem))
+        return _fig_to_img(fig, alt)
+
+    s_summary, s_jct, s_ftf, s_gpus, s_types, s_queue, s_timeline = SECTION_TITLES
+    timeline_runs = runs if len(runs) <= MAX_TIMELINE_RUNS else runs[:1]
+    colors = _type_colors(runs)
     parts: list[str] = [
         "<!DOCTYPE html>",
         "<html><head><meta charset='utf-8'>",
@@ -368,28 +387,35 @@ def write_report(path: str | Path, runs: list[RunArtifacts], *, title: str = "dl
         _summary_table(runs),
         "</div>",
         f"<h2>{s_jct}</h2>",
-        _fig_to_img(_jct_cdf(runs), s_jct),
+        figure(_jct_cdf(runs), s_jct, figure_stem(s_jct)),
         f"<h2>{s_ftf}</h2>",
         "<p class='note'>Sia eq. 3.6; rho &gt; 1 means the job finished later than on its fair share alone.</p>",
-        _fig_to_img(_ftf_cdf(runs), s_ftf),
+        figure(_ftf_cdf(runs), s_ftf, figure_stem(s_ftf)),
         f"<h2>{s_gpus}</h2>",
         "<p class='note'>Allocated GPUs per round (bin-averaged for long runs); dotted line: cluster size.</p>",
-        _fig_to_img(_round_series(runs, "allocated_gpus", "GPUs in use", capacity=True), s_gpus),
+        figure(_round_series(runs, "allocated_gpus", "GPUs in use", capacity=True, end_s=end_s), s_gpus,
+               figure_stem(s_gpus)),
+        f"<h2>{s_types}</h2>",
+        "<p class='note'>The same, stacked by GPU type, one panel per run on shared axes.</p>",
+        figure(utilisation_by_type(timeline_runs, end_s, colors, _bin_series), s_types, figure_stem(s_types)),
         f"<h2>{s_queue}</h2>",
-        _fig_to_img(_round_series(runs, "queue_len", "queued jobs", capacity=False), s_queue),
+        figure(_round_series(runs, "queue_len", "queued jobs", capacity=False, end_s=end_s), s_queue,
+               figure_stem(s_queue)),
         f"<h2>{s_timeline}</h2>",
     ]
-    timeline_runs = runs if len(runs) <= MAX_TIMELINE_RUNS else runs[:1]
     if len(runs) > MAX_TIMELINE_RUNS:
         parts.append(f"<p class='note'>Only the first run is shown ({len(runs)} runs).</p>")
-    colors = _type_colors(timeline_runs)
-    for r in timeline_runs:
-        fig, note = _timeline(r, colors)
+    for i, r in enumerate(timeline_runs):
+        fig, note = _timeline(r, colors, end_s)
         parts.append(f"<h3>{html.escape(r.label)}</h3><p class='note'>{html.escape(note)}</p>")
-        parts.append(_fig_to_img(fig, f"{s_timeline}: {r.label}"))
+        parts.append(figure(fig, f"{s_timeline}: {r.label}", f"{figure_stem(s_timeline)}-{i + 1}"))
     parts.append("</body></html>")
     from dlsched.outputs import atomic_file
 
     with atomic_file(out) as tmp:  # never half a report, never over a device or a link
         tmp.write_text("\n".join(parts), encoding="utf-8")
+    if figures:
+        folder = out.parent
+        for fig, stem in exported:
+            save_figure(fig, stem, figures, figure_path or (lambda name: folder / name))
     return out
