@@ -8,7 +8,7 @@ scheduler), not training. Submissions are spread evenly over ``--seconds`` by ``
 clients; each submission's latency is the time to a committed answer. Afterwards every accepted id must be
 listed by the service (``lost`` counts those that are not); ``round_s_at_queued`` is the longest wall time of
 a round that saw at least ``--jobs`` minus the cluster's GPUs jobs waiting, read from the rounds the service
-recorded.
+recorded (jobs hold their GPUs for an hour, so the queue only grows while they arrive).
 
 Prints one JSON object per line per measurement: ``submitted``, ``accepted``, ``lost``, ``p50_submit_s``,
 ``p99_submit_s``, ``round_s_at_queued`` (with the round's queue length). Targets (issue 24): 0 lost, p99
@@ -62,7 +62,7 @@ def submit_all(url: str, token: str, jobs: int, seconds: float, clients: int) ->
     lock = threading.Lock()
     start = time.monotonic()
     spec = {"name": "load", "command": "true", "working_dir": tempfile.gettempdir(), "gpus": 1,
-            "env": {"DLSCHED_DRY_RUN_S": "30"}}
+            "env": {"DLSCHED_DRY_RUN_S": "3600"}}  # nobody finishes: the queue only grows
 
     def client(k: int) -> None:
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30.0) as http:
