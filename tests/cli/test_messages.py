@@ -132,3 +132,12 @@ def test_sweep_without_ray_runs_on_local_processes(tmp_path):
     assert len(rows) == 2 and all(r["jobs"] == 5 for r in rows)  # the window left out the first job
     again = without_ray(tmp_path, "sweep", str(sweep), "--out", str(tmp_path / "out"), "--window-start", "1j")
     assert again.returncode == 0 and "already finished" in again.stderr  # resumable as with Ray
+
+
+def test_serve_without_the_runtime_extra_ends_in_one_error_line_naming_it(tmp_path):
+    res = without_ray(tmp_path, "serve", "--state", str(tmp_path / "state"), "--port", "0")
+    assert res.returncode == 2, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), res.stderr
+    assert "dlsched[runtime]" in lines[0] and "Traceback" not in res.stderr
+    assert not (tmp_path / "state" / "server.json").exists()

@@ -122,3 +122,14 @@ def test_fetch_from_lab_mirror_matches_lab_records(tmp_path, serve, monkeypatch)
 
     for spec in ("tiresias", "gavel:0e4a51:1", "sia-philly:1", "pal-philly:1", "gimbal-alibaba:seed=1"):
         assert jobs(spec, root) == jobs(spec, LAB), spec
+
+    # and a user's first run on the fetched data works from the command line
+    from typer.testing import CliRunner
+
+    from dlsched.cli import app
+
+    monkeypatch.setenv("DLSCHED_DATA", str(root))
+    res = CliRunner().invoke(app, ["simulate", "--trace", "sia-philly:1", "--policy", "sia", "--jobs", "10",
+                                   "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout.splitlines()[-1])["completed"] == 10
