@@ -179,6 +179,9 @@ class RunConfig(BaseModel):
     data_dir: str | None = Field(None, min_length=1)
     #: Per-user and per-team GPU quota file (YAML, docs/quotas.md) for the ``quota`` admission stage.
     quotas: str | None = Field(None, min_length=1)
+    #: Record why each stage decided, per job and round (``explanations.jsonl`` with ``--out``; ``dlsched
+    #: explain``). On by default: it costs a few percent of a run's time (``benchmarks/sim_speed.py``).
+    explain: bool = True
 
     def __init__(self, **data: Any) -> None:
         try:

@@ -68,6 +68,9 @@ class RunRecords:
     data: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Wall seconds per phase of the engine's work (``dlsched.sim.engine.PHASES``): where a round's time goes.
     phase_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: Why each stage decided, per job and round (:mod:`dlsched.policies.reasons`; empty with ``explain``
+    #: off): what ``--out`` writes to ``explanations.jsonl`` and :func:`dlsched.explain.explain` reads.
+    explanations: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def config_record(self) -> dict[str, Any]:
         """``config.json``: the resolved configuration plus, for people, the version, the scheduler and where
@@ -123,6 +126,8 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
         world_options = world_with_defaults(config.world, described.world, cluster_source(config.cluster))
         scheduler = build_scheduler(config.policy, **config.stage_overrides, settings=dict(config.settings),
                                     seed=config.seed)
+        if hasattr(scheduler, "explain"):
+            scheduler.explain = config.explain
         world_seed = config.seed if config.world_seed is None else config.world_seed
         resolved = config.model_copy(update={
             "world": world_options, "cluster": file_or_name(config.cluster),
@@ -176,7 +181,13 @@ def simulate(config: RunConfig, *, on_progress: Progress | None = None,
                       trace_name=run.trace_name, jobs=jobs, rounds=rounds, segments=segments,
                       num_gpus=engine.cluster.num_gpus, end_time_s=end_s, summary=summary,
                       wall_s=time.perf_counter() - t0, complete=complete, data=run.data,
-                      phase_s=dict(engine.phase_s))
+                      phase_s=dict(engine.phase_s), explanations=take_explanations(run.scheduler))
+
+
+def take_explanations(scheduler: object) -> list[dict[str, Any]]:
+    """The records the scheduler kept of why it decided (none from a scheduler that keeps none)."""
+    take = getattr(scheduler, "take_explanations", None)
+    return list(take()) if take is not None else []
 
 
 def run_many(configs: Sequence[RunConfig], workers: int | None = None, *,
