@@ -1,7 +1,8 @@
 """The files a run leaves in its ``--out`` folder, written so a reader never sees half of them.
 
 One run: ``jobs.csv``, ``rounds.csv``, ``summary.json``, ``config.json`` (the resolved configuration that
-replays it with ``dlsched simulate --config``) and ``report.html``. Several runs (``compare``): per-run tables
+replays it with ``dlsched simulate --config``), ``report.html`` and, unless the run turned explanations off,
+``explanations.jsonl`` (one record a line of why each stage decided; ``dlsched explain`` reads it). Several runs (``compare``): per-run tables
 named after policy and seed, the summary rows, every run's configuration as a JSON list, one overlaid report.
 
 The folder is handled by :mod:`dlsched.outputs`: checked before the simulation (:func:`check_out_dir`),
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dlsched.explain.records import EXPLANATIONS_FILE, write_records
 from dlsched.outputs import check_output_dir, staged_dir
 from dlsched.sim.about import describe_runs, header_line
 from dlsched.sim.metrics import jobs_frame, rounds_frame
@@ -41,6 +43,8 @@ def write_outputs(out_dir: str | Path, runs: Sequence[RunRecords],
             jobs_frame(run.jobs).to_csv(stage.path("jobs.csv"), index=False)
             rounds_frame(run.rounds).to_csv(stage.path("rounds.csv"), index=False)
             _write_json(stage.path("config.json"), run.config_record())
+            if run.explanations:
+                write_records(stage.path(EXPLANATIONS_FILE), run.explanations)
         else:
             for run in runs:
                 stem = _safe(run.label) + f"-seed{run.config.seed}"
