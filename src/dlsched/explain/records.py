@@ -29,6 +29,11 @@ def write_records(path: str | Path, records: Iterable[dict[str, Any]]) -> None:
             fh.write(json.dumps(rec, default=_plain) + "\n")
 
 
+def plain_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records as plain JSON values (numpy numbers in facts become Python numbers), for a database."""
+    return [json.loads(json.dumps(r, default=_plain)) for r in records]
+
+
 def _plain(value: Any) -> Any:
     """numpy scalars and tuples inside facts as plain JSON."""
     if hasattr(value, "item"):

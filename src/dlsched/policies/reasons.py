@@ -33,6 +33,13 @@ Record = dict[str, Any]
 STAGE_NAMES: tuple[str, ...] = ("admission", "ordering", "allocation", "placement", "coordination")
 
 
+def take_explanations(scheduler: object) -> list[Record]:
+    """The records a scheduler kept of why it decided since it was last asked (none from a scheduler that
+    keeps none)."""
+    take = getattr(scheduler, "take_explanations", None)
+    return list(take()) if take is not None else []
+
+
 def ordinal(n: int) -> str:
     """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``22nd``."""
     if 10 <= n % 100 <= 20:

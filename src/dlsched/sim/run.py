@@ -24,6 +24,7 @@ from dlsched.core import Cluster, Decision, InputError, Node, Quotas
 from dlsched.core.view import ClusterView
 from dlsched.estimators.base import GoodputEstimator
 from dlsched.policies import SCHEDULERS, Scheduler, build_scheduler
+from dlsched.policies.reasons import take_explanations
 from dlsched.policies.stages import SchedulerTraits
 from dlsched.sim.config import STAGES, RunConfig, world_with_defaults
 from dlsched.sim.engine import Engine, SimConfig
@@ -182,12 +183,6 @@ def simulate(config: RunConfig, *, on_progress: Progress | None = None,
                       num_gpus=engine.cluster.num_gpus, end_time_s=end_s, summary=summary,
                       wall_s=time.perf_counter() - t0, complete=complete, data=run.data,
                       phase_s=dict(engine.phase_s), explanations=take_explanations(run.scheduler))
-
-
-def take_explanations(scheduler: object) -> list[dict[str, Any]]:
-    """The records the scheduler kept of why it decided (none from a scheduler that keeps none)."""
-    take = getattr(scheduler, "take_explanations", None)
-    return list(take()) if take is not None else []
 
 
 def run_many(configs: Sequence[RunConfig], workers: int | None = None, *,

@@ -248,10 +248,13 @@ class HopsAllocation(EstimatingAllocation):
         boundary = queue[n_window - 1].job_id if n_window else None
         inside = pos < n_window
         weight = float(priority_weights(prios[:n_window], self.lambda_fairness)[pos]) if inside else 0.0
-        side = (f"inside the service window of {idle} GPUs (the window's {n_window} jobs need {need}, "
-                f"boundary {boundary})" if inside else
-                f"outside the service window of {idle} GPUs: the {n_window} jobs ahead up to the boundary "
-                f"{boundary} already need {need}")
+        if n_window == 0:
+            side = "no idle GPUs to plan: the service window is empty"
+        else:
+            side = (f"inside the service window of {idle} GPUs (the window's {n_window} jobs need {need}, "
+                    f"boundary {boundary})" if inside else
+                    f"outside the service window of {idle} GPUs: the {n_window} jobs ahead up to the boundary "
+                    f"{boundary} already need {need}")
         return {"queue_position": pos + 1, "priority": float(prios[pos]), "weight": weight,
                 "lambda_fairness": self.lambda_fairness, "in_window": inside, "window_jobs": n_window,
                 "window_gpus": idle, "window_need": need, "boundary": boundary,
