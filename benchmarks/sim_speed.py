@@ -18,6 +18,11 @@ the wall seconds each simulated hour took, from which a slice projects the full 
 wall time plus its last hour's for every hour still to come; the load grows through a slice's first hours
 and levels off after, so while the slice still ramps up this is a lower estimate).
 
+``--explain-overhead`` runs each case twice, explanations off and on (``RunConfig.explain``; on by default,
+issue 25 asks that it cost at most 15%), and the second row carries ``explain_ratio`` (on over off, by CPU
+seconds, which a shared machine disturbs least, and ``explain_wall_ratio`` by wall seconds) and how many
+records the run kept.
+
 Prints a human line per measurement, then one JSON object per line per measurement; with ``--out FILE`` the
 measurements also go to a result file with the provenance of :func:`dlsched.sim.about.provenance`, which
 ``tables(data)`` renders (``docs/results.md``, the COpter section).
@@ -108,7 +113,8 @@ def measure(case: str, config: RunConfig, hours: float | None) -> tuple[dict, di
            "cpu_s": round(cpu, 3),
            "avg_jct_s": res.summary.get("avg_jct_s"), "makespan_s": res.summary.get("makespan_s"),
            "phase_s": {k: round(v, 3) for k, v in res.phase_s.items()},
-           "policy_parts_s": policy_parts(res.rounds)}
+           "policy_parts_s": policy_parts(res.rounds), "explain": config.explain,
+           "explanations": len(res.explanations)}
     if case == "copter-25k":
         row["wall_s_by_hour"] = [round(h, 2) for h in hourly]
     if hours is not None:
@@ -152,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="a case to run (repeatable; default: small and big)")
     ap.add_argument("--hours", type=float, default=None,
                     help="copter-25k only: simulate the first HOURS hours (0 < HOURS <= 24; default the full run)")
+    ap.add_argument("--explain-overhead", action="store_true",
+                    help="run each case with explanations off and on; the second row carries the ratio")
     ap.add_argument("--out", default=None, help="also write the measurements, with provenance, to this JSON file")
     args = ap.parse_args(argv)
     if args.hours is not None and not (0 < args.hours <= COPTER_HOURS):
@@ -163,15 +171,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     begin_measurements(args.out)
     configs = [c for case in cases for c in configs_for(case, args.hours)]
+    if args.explain_overhead:
+        configs = [(case, cfg.model_copy(update={"explain": on})) for case, cfg in configs for on in (False, True)]
     rows, run_configs = [], []
     with progress_bar(len(configs), "sim_speed", unit="cases") as advance:
         for case, cfg in configs:
             row, record = measure(case, cfg, args.hours if case == "copter-25k" else None)
+            if args.explain_overhead and cfg.explain and rows and rows[-1]["case"] == case:
+                off = rows[-1]
+                row["explain_ratio"] = round(row["cpu_s"] / off["cpu_s"], 3) if off["cpu_s"] > 0 else None
+                row["explain_wall_ratio"] = round(row["wall_s"] / off["wall_s"], 3) if off["wall_s"] > 0 else None
             rows.append(row)
             run_configs.append(record)
             advance()
     for r in rows:
-        print(f"{r['jobs']:>6} jobs on {r['gpus']:>5} GPUs: {r['wall_s']:8.2f} s wall, "
+        print(f"{r['jobs']:>6} jobs on {r['gpus']:>5} GPUs, explanations {'on ' if r['explain'] else 'off'}: "
+              f"{r['wall_s']:8.2f} s wall, "
               f"{r['sim_s_per_wall_s']:>10.0f} simulated s per wall s ({r['rounds']} rounds)", file=sys.stderr)
     finish_measurements(rows, args.out, "sim_speed", args, configs=run_configs)
     return 0

@@ -14,9 +14,17 @@ import types
 from typing import Any
 
 from dlsched.explain.paragraphs import explain_paragraphs
-from dlsched.explain.records import EXPLANATIONS_FILE, explain, load_records, plain_records, select, write_records
+from dlsched.explain.records import (
+    EXPLANATIONS_FILE,
+    explain,
+    load_records,
+    plain_records,
+    select,
+    write_records,
+)
 
-__all__ = ["EXPLANATIONS_FILE", "explain", "explain_paragraphs", "load_records", "plain_records", "select", "write_records"]
+__all__ = ["EXPLANATIONS_FILE", "explain", "explain_paragraphs", "load_records", "plain_records", "select",
+           "write_records"]
 
 
 class _CallableModule(types.ModuleType):

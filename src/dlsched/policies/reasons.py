@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from dlsched.core import ClusterView, Decision, JobView, Placement
@@ -94,6 +95,20 @@ def describe_gpus(view: ClusterView, placement: Placement) -> tuple[str, list[st
     cfg = placement.configuration(cluster)
     nodes = [cluster.nodes[n].name or f"n{n}" for n in sorted({int(cluster.gpu_node[g]) for g in placement.gpus})]
     return f"{cfg.num_gpus} x {cfg.gpu_type}", nodes
+
+
+def _allocated(name: str, job: JobView, d: Any, profiling: bool) -> tuple[str, str, dict[str, Any]]:
+    """The allocation record's decision, summary and facts for a job with demand ``d`` (None: none)."""
+    if d is not None:
+        shape = f"{d.num_gpus} x {d.gpu_type or 'any'}"
+        facts = {"allocation": name, "num_gpus": d.num_gpus, "gpu_type": d.gpu_type, "num_nodes": d.num_nodes,
+                 "batch_size": d.batch_size, "pinned": d.pinned,
+                 "fallbacks": [f"{s.num_gpus} x {s.gpu_type or 'any'}" for s in d.fallbacks]}
+        return shape, f"'{name}' allocated {shape}", facts
+    if profiling:
+        return "profile", f"'{name}' profiles it on each GPU type first", {"allocation": name}
+    return ("none", f"'{name}' allocated no GPUs (asks {job.spec.num_gpus})",
+            {"allocation": name, "requested": job.spec.num_gpus})
 
 
 class Recorder:
@@ -185,26 +200,10 @@ class Recorder:
         for j in ordered:
             d = demands.get(j.job_id)
             if d is not None:
-                shape = f"{d.num_gpus} x {d.gpu_type or 'any'}"
                 sig: object = (d.num_gpus, d.gpu_type, d.num_nodes)
-
-                def build(d: Any = d, shape: str = shape) -> tuple[str, str, dict[str, Any]]:
-                    facts = {"allocation": name, "num_gpus": d.num_gpus, "gpu_type": d.gpu_type,
-                             "num_nodes": d.num_nodes, "batch_size": d.batch_size, "pinned": d.pinned,
-                             "fallbacks": [f"{s.num_gpus} x {s.gpu_type or 'any'}" for s in d.fallbacks]}
-                    return shape, f"'{name}' allocated {shape}", facts
-            elif j.job_id in profiled:
-                sig = "profile"
-
-                def build() -> tuple[str, str, dict[str, Any]]:
-                    return "profile", f"'{name}' profiles it on each GPU type first", {"allocation": name}
             else:
-                sig = None
-
-                def build(j: JobView = j) -> tuple[str, str, dict[str, Any]]:
-                    return ("none", f"'{name}' allocated no GPUs (asks {j.spec.num_gpus})",
-                            {"allocation": name, "requested": j.spec.num_gpus})
-            self._add(j.job_id, "allocation", sig, build, view, stage)
+                sig = "profile" if j.job_id in profiled else None
+            self._add(j.job_id, "allocation", sig, partial(_allocated, name, j, d, sig == "profile"), view, stage)
 
     def _placement(self, stage: object, view: ClusterView, demands: dict[str, Any], placed: Decision) -> None:
         name = str(getattr(stage, "name", "?"))

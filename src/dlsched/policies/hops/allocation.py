@@ -242,8 +242,8 @@ class HopsAllocation(EstimatingAllocation):
             return None
         queue, prios, n_window, idle = last
         pos = next((i for i, j in enumerate(queue) if j.job_id == job_id), None)
-        if pos is None:
-            return None
+        if pos is None:  # the queue leaves out jobs whose profiles run (or start) this round
+            return {"in_window": False, "why": "still profiling: Hops plans it once its profiles report"}
         need = sum(j.spec.lower_gpus for j in queue[:n_window])
         boundary = queue[n_window - 1].job_id if n_window else None
         inside = pos < n_window

@@ -31,8 +31,8 @@ def option_facts(cs: ConfigSet, opts: Options, result: AssignmentResult, job_id:
                         f"the GPUs left, p={p:g}, restart factor {restart:.3g}")
         return facts
     pick = next(c for c in configs if c["chosen"])
-    other = next((c for c in configs if not c["chosen"] and c["config"].split(" x ")[1] != pick["config"]
-                  .split(" x ")[1]), None)
+    pick_type = str(pick["config"]).split(" x ")[1]
+    other = next((c for c in configs if not c["chosen"] and str(c["config"]).split(" x ")[1] != pick_type), None)
     vs = (f" over {other['config']} (goodput {other['goodput']:.3g}, value {other['value']:.3g})"
           if other is not None else "")
     facts["why"] = (f"Sia chose {pick['config']} (normalised goodput {pick['goodput']:.3g}, value "
