@@ -2,8 +2,9 @@
 
     ordering: rounds 3-7: 4th of 9 in the latency-ratio queue (latency ratio 1.2); round 8: 1st of 9 ...
 
-Consecutive rounds whose decision reads the same (the same ``decided`` and the same words, numbers aside)
-collapse into one range, which shows the first round's summary.
+Consecutive rounds whose decision reads the same, numbers aside, collapse into one range, which shows the first
+round's summary and, when the short decision moved inside the range (a rank that climbs the queue), where it
+ended: ``rounds 2-114: 92nd of 94 in the fifo queue (...), by round 114: rank 1``.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from typing import Any
 
 from dlsched.explain.records import STAGE_ORDER
 
-_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?(?:st|nd|rd|th)?")
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return a["decided"] == b["decided"] and _NUMBER.sub("#", a["summary"]) == _NUMBER.sub("#", b["summary"])
+    return _NUMBER.sub("#", a["decided"]) == _NUMBER.sub("#", b["decided"]) and \
+        _NUMBER.sub("#", a["summary"]) == _NUMBER.sub("#", b["summary"])
 
 
 def _rounds(first: int, last: int) -> str:
@@ -32,12 +34,17 @@ def explain_paragraphs(records: Sequence[dict[str, Any]]) -> list[str]:
         by_stage.setdefault(rec["stage"], []).append(rec)
     out = []
     for stage in sorted(by_stage, key=lambda s: STAGE_ORDER.get(s, 9)):
-        spans: list[tuple[int, int, dict[str, Any]]] = []
+        spans: list[tuple[int, int, dict[str, Any], dict[str, Any]]] = []
         for rec in by_stage[stage]:
             first, last = int(rec["round"]), int(rec.get("last_round", rec["round"]))
             if spans and _same(spans[-1][2], rec) and first <= spans[-1][1] + 1:
-                spans[-1] = (spans[-1][0], max(last, spans[-1][1]), spans[-1][2])
+                spans[-1] = (spans[-1][0], max(last, spans[-1][1]), spans[-1][2], rec)
             else:
-                spans.append((first, last, rec))
-        out.append(f"{stage}: " + "; ".join(f"{_rounds(a, b)}: {rec['summary']}" for a, b, rec in spans))
+                spans.append((first, last, rec, rec))
+        out.append(f"{stage}: " + "; ".join(_span(*span) for span in spans))
     return out
+
+
+def _span(a: int, b: int, first: dict[str, Any], last: dict[str, Any]) -> str:
+    moved = f", by round {b}: {last['decided']}" if last["decided"] != first["decided"] else ""
+    return f"{_rounds(a, b)}: {first['summary']}{moved}"

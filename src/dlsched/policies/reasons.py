@@ -23,12 +23,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dlsched.core import ClusterView, Decision, JobView, Placement
-
-if TYPE_CHECKING:
-    from dlsched.policies.stages import Plan
 
 Record = dict[str, Any]
 STAGE_NAMES: tuple[str, ...] = ("admission", "ordering", "allocation", "placement", "coordination")
@@ -150,7 +147,7 @@ class Recorder:
             self._last[key] = (sig, rec)
         self._records.append(rec)
 
-    def record(self, stages: Any, view: ClusterView, admitted: list[JobView], ordered: list[JobView], plan: Plan,
+    def record(self, stages: Any, view: ClusterView, admitted: list[JobView], ordered: list[JobView], plan: Any,
                placed: Decision, final: Decision, *, new_round: bool = True) -> None:
         """Record one plan of a round (``new_round`` False: a plan inside the round, as Hops makes)."""
         if new_round:
