@@ -86,3 +86,13 @@ def test_explanations_off_writes_none(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.stderr
     assert not (out / EXPLANATIONS_FILE).exists()
     assert json.loads((out / "config.json").read_text())["explain"] is False
+
+
+def test_records_are_strict_json(tmp_path: Path) -> None:
+    from dlsched.explain import plain_records, write_records
+
+    recs = [{"round": 0, "time_s": 0.0, "job": "a", "stage": "ordering", "decided": "rank 1", "summary": "s",
+             "facts": {"value": float("inf"), "nested": [float("nan"), 1.5]}}]
+    write_records(tmp_path / EXPLANATIONS_FILE, recs)
+    assert load_records(tmp_path)[0]["facts"] == {"value": None, "nested": [None, 1.5]}
+    assert plain_records(recs) == load_records(tmp_path)

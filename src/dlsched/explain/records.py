@@ -8,6 +8,7 @@ a record without ``last_round`` stands for its own round only).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,15 +24,26 @@ _KEYS = ("round", "time_s", "job", "stage", "decided", "summary", "facts")
 
 
 def write_records(path: str | Path, records: Iterable[dict[str, Any]]) -> None:
-    """One JSON record a line."""
+    """One JSON record a line (strict JSON: a number that is not finite is written as null)."""
     with open(path, "w", encoding="utf-8") as fh:
-        for rec in records:
-            fh.write(json.dumps(rec, default=_plain) + "\n")
+        for rec in plain_records(records):
+            fh.write(json.dumps(rec, allow_nan=False) + "\n")
 
 
 def plain_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records as plain JSON values (numpy numbers in facts become Python numbers), for a database."""
-    return [json.loads(json.dumps(r, default=_plain)) for r in records]
+    """The records as plain, strict JSON values (numpy numbers in facts become Python numbers, numbers that are
+    not finite become None), for a file, a database or an HTTP answer."""
+    return [_finite(json.loads(json.dumps(r, default=_plain))) for r in records]
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _plain(value: Any) -> Any:

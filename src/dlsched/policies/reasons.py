@@ -187,7 +187,8 @@ class Recorder:
             def build(j: JobView = j, rank: int = rank) -> tuple[str, str, dict[str, Any]]:
                 label, value = _order_key(stage, view, j)
                 return (f"rank {rank}", f"{ordinal(rank)} of {n} in the {name} queue ({label} {_fmt(value)})",
-                        {"rank": rank, "of": n, "ordering": name, "key": label, "value": value})
+                        {"rank": rank, "of": n, "ordering": name, "key": label,
+                         "value": value if math.isfinite(value) else None})
 
             self._add(j.job_id, "ordering", (rank, n), build, view, stage)
 
