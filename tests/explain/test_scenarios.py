@@ -69,3 +69,18 @@ def test_the_explanation_names_the_deciding_fact(case: str, fields: dict[str, An
     assert rec in again
     text = "\n".join(explain_paragraphs(explain(res, rec["job"])))
     assert re.search(pattern, text)
+
+
+def test_quota_admission_names_the_binding_quota(tmp_path) -> None:
+    quotas = tmp_path / "quotas.yaml"
+    quotas.write_text("users:\n  carol: {gpus: 4}\n")
+    jobs = tuple({"job_id": f"carol-{i}", "submit_time_s": i, "num_gpus": 4, "duration_s": 3600, "model": "philly",
+                  "user": "carol"} for i in range(2))
+    res = simulate(RunConfig(policy="fifo", admission="quota", quotas=str(quotas), cluster="sia-homo-64",
+                             trace="synthetic:rate=1,hours=0.01,seed=1,jobs=1,kind=rigid-duration",
+                             extra_jobs=jobs, max_time_s=600.0))
+    held = [r for r in explain(res, "carol-1") if r["stage"] == "admission"]
+    assert held[0]["decided"] == "held"
+    assert held[0]["summary"] == "held: user carol at 4/4 GPUs, no team to borrow from (needs 4)"
+    assert held[0]["facts"]["admission"] == "quota"
+    assert "admission: round" in explain_paragraphs(explain(res, "carol-1"))[0]

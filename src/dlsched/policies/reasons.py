@@ -147,13 +147,14 @@ class Recorder:
             self._last[key] = (sig, rec)
         self._records.append(rec)
 
-    def record(self, stages: Any, view: ClusterView, admitted: list[JobView], ordered: list[JobView], plan: Any,
-               placed: Decision, final: Decision, *, new_round: bool = True) -> None:
-        """Record one plan of a round (``new_round`` False: a plan inside the round, as Hops makes)."""
+    def record(self, stages: Any, full: ClusterView, view: ClusterView, admitted: list[JobView],
+               ordered: list[JobView], plan: Any, placed: Decision, final: Decision, *, new_round: bool = True) -> None:
+        """Record one plan of a round (``new_round`` False: a plan inside the round, as Hops makes); ``full``
+        is the view admission saw, ``view`` the one the later stages saw."""
         if new_round:
             self.round += 1
         in_ids = {j.job_id for j in admitted}
-        self._admission(stages.admission, view, in_ids)
+        self._admission(stages.admission, full, in_ids)
         self._ordering(stages.ordering, view, ordered)
         demands = {d.job.job_id: d for d in plan.demands}
         profiled = {p.job.job_id for p in plan.profiles}

@@ -307,6 +307,7 @@ class StagedScheduler:
                                plans_within_round=self.allocation.traits.plans_within_round)
 
     def schedule(self, view: ClusterView) -> Decision:
+        full = view
         jobs = self.admission.admit(view)
         view = admitted_view(view, jobs)
         ordered = self.ordering.order(view, jobs)
@@ -316,7 +317,7 @@ class StagedScheduler:
         placed = _copy(decision) if self.explain and self.coordination.allows_packing else decision
         final = self.coordination.coordinate(view, decision)
         if self.explain:
-            self._record(view, jobs, ordered, plan, placed, final, new_round=True)
+            self._record(full, view, jobs, ordered, plan, placed, final, new_round=True)
         return final
 
     def schedule_more(self, view: ClusterView) -> Decision:
@@ -325,6 +326,7 @@ class StagedScheduler:
         more = getattr(self.allocation, "allocate_more", None)
         if more is None:
             raise TypeError(f"allocation '{self.allocation.name}' does not plan inside a round")
+        full = view
         jobs = self.admission.admit(view)
         view = admitted_view(view, jobs)
         ordered = self.ordering.order(view, jobs)
@@ -334,14 +336,16 @@ class StagedScheduler:
         placed = _copy(decision) if self.explain and self.coordination.allows_packing else decision
         final = self.coordination.coordinate(view, decision)
         if self.explain:
-            self._record(view, jobs, ordered, plan, placed, final, new_round=False)
+            self._record(full, view, jobs, ordered, plan, placed, final, new_round=False)
         return final
 
-    def _record(self, view: ClusterView, admitted: list[JobView], ordered: list[JobView], plan: Plan,
-                placed: Decision, final: Decision, *, new_round: bool) -> None:
+    def _record(self, full: ClusterView, view: ClusterView, admitted: list[JobView], ordered: list[JobView],
+                plan: Plan, placed: Decision, final: Decision, *, new_round: bool) -> None:
+        """Hand the round to the recorder: ``full`` is the view admission saw (held jobs too), ``view`` the
+        one the later stages saw."""
         if self._recorder is None:
             self._recorder = Recorder(collapse=self.explain_collapse)
-        self._recorder.record(self, view, admitted, ordered, plan, placed, final, new_round=new_round)
+        self._recorder.record(self, full, view, admitted, ordered, plan, placed, final, new_round=new_round)
 
     def take_explanations(self) -> list[dict]:
         """The records of the rounds planned since the last call (the contract in docs/service.md,
