@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from dlsched.core import ClusterView, Decision, JobView, Placement
@@ -108,29 +107,66 @@ def _allocated(name: str, job: JobView, d: Any, profiling: bool) -> tuple[str, s
             {"allocation": name, "requested": job.spec.num_gpus})
 
 
+Builder = Callable[[str], tuple[str, str, dict[str, Any]]]
+
+
 class Recorder:
-    """Builds the records of each round a scheduler plans; :meth:`take` hands them over and forgets them."""
+    """Builds the records of each round a scheduler plans; :meth:`take` hands them over.
+
+    Each stage's decisions of a round are first reduced to a signature per job (a dict built in one pass);
+    with ``collapse``, when that dict equals the round before's, nothing else happens (the common case,
+    compared at C speed), and otherwise only the jobs whose signature changed get a record built. A job's
+    open record gets its ``last_round`` when it closes: its decision changes, the job leaves the stage, or
+    :meth:`take` is called (which closes every record, so later rounds start new ones).
+    """
 
     def __init__(self, *, collapse: bool = True) -> None:
         self.collapse = collapse
         self.round = -1
         self._records: list[Record] = []
-        #: (job, stage) -> (signature, the job's last record at that stage), for collapsing.
-        self._last: dict[tuple[str, str], tuple[object, Record]] = {}
+        #: stage -> job -> its signature in the last round the stage recorded.
+        self._prev: dict[str, dict[str, object]] = {s: {} for s in STAGE_NAMES}
+        #: stage -> job -> its open record (collapse only).
+        self._open: dict[str, dict[str, Record]] = {s: {} for s in STAGE_NAMES}
 
     def take(self) -> list[Record]:
+        if self.collapse:
+            for stage in STAGE_NAMES:
+                for rec in self._open[stage].values():
+                    rec["last_round"] = self.round
+                self._open[stage] = {}
+                self._prev[stage] = {}
         out, self._records = self._records, []
         return out
 
-    def _add(self, job: str, stage: str, sig: object, build: Callable[[], tuple[str, str, dict[str, Any]]],
-             view: ClusterView, stage_obj: object) -> None:
-        key = (job, stage)
-        if self.collapse:
-            last = self._last.get(key)
-            if last is not None and last[0] == sig and last[1]["last_round"] >= self.round - 1:
-                last[1]["last_round"] = self.round
-                return
-        decided, summary, facts = build()
+    def _step(self, stage: str, cur: dict[str, object], build: Builder, view: ClusterView,
+              stage_obj: object) -> None:
+        """Record the jobs of ``cur`` (job -> signature) whose decision at ``stage`` changed."""
+        prev = self._prev[stage]
+        self._prev[stage] = cur
+        if not self.collapse:
+            for jid in cur:
+                self._add(jid, stage, build, view, stage_obj)
+            return
+        if prev == cur:
+            return
+        opened = self._open[stage]
+        r = self.round
+        for jid in prev.keys() - cur.keys():  # left the stage: its record ends with the round before
+            rec = opened.pop(jid, None)
+            if rec is not None:
+                rec["last_round"] = max(rec["round"], r - 1)
+        missing = object()
+        for jid, sig in cur.items():
+            if prev.get(jid, missing) == sig:
+                continue
+            rec = opened.get(jid)
+            if rec is not None:
+                rec["last_round"] = max(rec["round"], r - 1)
+            opened[jid] = self._add(jid, stage, build, view, stage_obj)
+
+    def _add(self, job: str, stage: str, build: Builder, view: ClusterView, stage_obj: object) -> Record:
+        decided, summary, facts = build(job)
         extra = _stage_facts(stage_obj, job)
         if extra:
             extra = dict(extra)
@@ -144,8 +180,8 @@ class Recorder:
                        "decided": decided, "summary": summary, "facts": facts}
         if self.collapse:
             rec["last_round"] = self.round
-            self._last[key] = (sig, rec)
         self._records.append(rec)
+        return rec
 
     def record(self, stages: Any, full: ClusterView, view: ClusterView, admitted: list[JobView],
                ordered: list[JobView], plan: Any, placed: Decision, final: Decision, *, new_round: bool = True) -> None:
@@ -153,95 +189,105 @@ class Recorder:
         is the view admission saw, ``view`` the one the later stages saw."""
         if new_round:
             self.round += 1
-        in_ids = {j.job_id for j in admitted}
-        self._admission(stages.admission, full, in_ids)
+        self._admission(stages.admission, full, admitted)
         self._ordering(stages.ordering, view, ordered)
         demands = {d.job.job_id: d for d in plan.demands}
         profiled = {p.job.job_id for p in plan.profiles}
         self._allocation(stages.allocation, view, ordered, demands, profiled)
         self._placement(stages.placement, view, demands, placed)
         if getattr(stages.coordination, "allows_packing", False):
-            self._coordination(stages.coordination, view, placed, final)
+            self._coordination(stages.coordination, view, final)
 
-    def _admission(self, stage: object, view: ClusterView, in_ids: set[str]) -> None:
+    def _admission(self, stage: object, view: ClusterView, admitted: list[JobView]) -> None:
         reasons: dict[str, str] | None = getattr(stage, "reasons", None)
         name = str(getattr(stage, "name", "?"))
-        for j in view.jobs:
-            jid = j.job_id
-            admitted = jid in in_ids
+        if reasons:
+            cur: dict[str, object] = {j.job_id: reasons.get(j.job_id) for j in view.jobs}
+        else:
+            in_ids = {j.job_id for j in admitted}
+            cur = {j.job_id: j.job_id in in_ids for j in view.jobs}
+
+        def build(jid: str) -> tuple[str, str, dict[str, Any]]:
             reason = reasons.get(jid) if reasons else None
-            sig = (admitted, reason)
+            held = reason.startswith("held") if reason else cur[jid] is False
+            decided = "held" if held else "admitted"
+            summary = reason or (f"{decided} by '{name}'" if name != "all" else "admitted: no admission control")
+            return decided, summary, {"admission": name, "reason": reason}
 
-            def build(admitted: bool = admitted, reason: str | None = reason) -> tuple[str, str, dict[str, Any]]:
-                decided = "admitted" if admitted else "held"
-                summary = reason or (f"{decided} by '{name}'" if name != "all" else "admitted: no admission control")
-                return decided, summary, {"admission": name, "reason": reason}
-
-            self._add(jid, "admission", sig, build, view, stage)
+        self._step("admission", cur, build, view, stage)
 
     def _ordering(self, stage: object, view: ClusterView, ordered: list[JobView]) -> None:
         name = str(getattr(stage, "name", "?"))
         n = len(ordered)
-        for i, j in enumerate(ordered):
-            rank = i + 1
+        cur: dict[str, object] = {j.job_id: i for i, j in enumerate(ordered, 1)}
+        jobs = {j.job_id: j for j in ordered} if ordered else {}
 
-            def build(j: JobView = j, rank: int = rank) -> tuple[str, str, dict[str, Any]]:
-                label, value = _order_key(stage, view, j)
-                return (f"rank {rank}", f"{ordinal(rank)} of {n} in the {name} queue ({label} {_fmt(value)})",
-                        {"rank": rank, "of": n, "ordering": name, "key": label,
-                         "value": value if math.isfinite(value) else None})
+        def build(jid: str) -> tuple[str, str, dict[str, Any]]:
+            rank = int(cur[jid])  # type: ignore[call-overload]
+            label, value = _order_key(stage, view, jobs[jid])
+            return (f"rank {rank}", f"{ordinal(rank)} of {n} in the {name} queue ({label} {_fmt(value)})",
+                    {"rank": rank, "of": n, "ordering": name, "key": label,
+                     "value": value if math.isfinite(value) else None})
 
-            self._add(j.job_id, "ordering", (rank, n), build, view, stage)
+        self._step("ordering", cur, build, view, stage)
 
     def _allocation(self, stage: object, view: ClusterView, ordered: list[JobView], demands: dict[str, Any],
                     profiled: set[str]) -> None:
         name = str(getattr(stage, "name", "?"))
+        cur: dict[str, object] = {}
         for j in ordered:
             d = demands.get(j.job_id)
-            if d is not None:
-                sig: object = (d.num_gpus, d.gpu_type, d.num_nodes)
-            else:
-                sig = "profile" if j.job_id in profiled else None
-            self._add(j.job_id, "allocation", sig, partial(_allocated, name, j, d, sig == "profile"), view, stage)
+            cur[j.job_id] = (d.num_gpus, d.gpu_type, d.num_nodes) if d is not None else \
+                ("profile" if j.job_id in profiled else None)
+        jobs = {j.job_id: j for j in ordered}
+
+        def build(jid: str) -> tuple[str, str, dict[str, Any]]:
+            return _allocated(name, jobs[jid], demands.get(jid), cur[jid] == "profile")
+
+        self._step("allocation", cur, build, view, stage)
 
     def _placement(self, stage: object, view: ClusterView, demands: dict[str, Any], placed: Decision) -> None:
         name = str(getattr(stage, "name", "?"))
+        allocs = placed.allocations
+        cur: dict[str, object] = {}
         for jid, d in demands.items():
-            alloc = placed.allocations.get(jid)
-            if alloc is None or not alloc.placement:
-                def build(d: Any = d) -> tuple[str, str, dict[str, Any]]:
-                    free = int(view.cluster.num_gpus - view.busy_gpus().sum())
-                    return ("not placed", f"'{name}' could not place {d.num_gpus} x {d.gpu_type or 'any'}",
-                            {"placement": name, "free_gpus": free})
-                self._add(jid, "placement", None, build, view, stage)
-                continue
-            kept = alloc.placement == d.job.placement
-            sig = (alloc.placement.gpus, kept)
+            a = allocs.get(jid)
+            cur[jid] = (a.placement.gpus, a.placement == d.job.placement) if a is not None and a.placement else None
 
-            def build2(alloc: Any = alloc, kept: bool = kept) -> tuple[str, str, dict[str, Any]]:
-                shape, nodes = describe_gpus(view, alloc.placement)
-                where = f"node {nodes[0]}" if len(nodes) == 1 else f"nodes {', '.join(nodes)}"
-                verb = "kept" if kept else "placed"
-                return (verb, f"{verb} {shape} on {where}",
-                        {"placement": name, "nodes": nodes, "gpus": list(alloc.placement.gpus), "shape": shape,
-                         "batch_size": alloc.batch_size})
-            self._add(jid, "placement", sig, build2, view, stage)
+        def build(jid: str) -> tuple[str, str, dict[str, Any]]:
+            d, sig = demands[jid], cur[jid]
+            if sig is None:
+                free = int(view.cluster.num_gpus - view.busy_gpus().sum())
+                return ("not placed", f"'{name}' could not place {d.num_gpus} x {d.gpu_type or 'any'}",
+                        {"placement": name, "free_gpus": free})
+            alloc = allocs[jid]
+            shape, nodes = describe_gpus(view, alloc.placement)
+            where = f"node {nodes[0]}" if len(nodes) == 1 else f"nodes {', '.join(nodes)}"
+            verb = "kept" if alloc.placement == d.job.placement else "placed"
+            return (verb, f"{verb} {shape} on {where}",
+                    {"placement": name, "nodes": nodes, "gpus": list(alloc.placement.gpus), "shape": shape,
+                     "batch_size": alloc.batch_size})
 
-    def _coordination(self, stage: object, view: ClusterView, placed: Decision, final: Decision) -> None:
+        self._step("placement", cur, build, view, stage)
+
+    def _coordination(self, stage: object, view: ClusterView, final: Decision) -> None:
         name = str(getattr(stage, "name", "?"))
         holders: dict[int, list[str]] = {}
         for jid, a in final.allocations.items():
             for g in a.placement.gpus:
                 holders.setdefault(g, []).append(jid)
-        for jid, a in final.allocations.items():
-            partners = sorted({o for g in a.placement.gpus for o in holders[g] if o != jid})
-            sig = (tuple(partners), a.gpu_share, a.mps_pct, a.batch_split)
+        partners = {jid: sorted({o for g in a.placement.gpus for o in holders[g] if o != jid})
+                    for jid, a in final.allocations.items()}
+        cur: dict[str, object] = {jid: (tuple(partners[jid]), a.gpu_share, a.mps_pct, a.batch_split)
+                                  for jid, a in final.allocations.items()}
 
-            def build(a: Any = a, partners: list[str] = partners) -> tuple[str, str, dict[str, Any]]:
-                facts = {"coordination": name, "packed_with": partners, "gpu_share": a.gpu_share,
-                         "mps_pct": list(a.mps_pct), "batch_split": list(a.batch_split)}
-                if partners:
-                    limits = f", share limits {list(a.mps_pct)}%" if a.mps_pct else ""
-                    return "packed", f"shares its GPUs with {', '.join(partners)}{limits}", facts
-                return "alone", "has its GPUs to itself", facts
-            self._add(jid, "coordination", sig, build, view, stage)
+        def build(jid: str) -> tuple[str, str, dict[str, Any]]:
+            a, with_ = final.allocations[jid], partners[jid]
+            facts = {"coordination": name, "packed_with": with_, "gpu_share": a.gpu_share,
+                     "mps_pct": list(a.mps_pct), "batch_split": list(a.batch_split)}
+            if with_:
+                limits = f", share limits {list(a.mps_pct)}%" if a.mps_pct else ""
+                return "packed", f"shares its GPUs with {', '.join(with_)}{limits}", facts
+            return "alone", "has its GPUs to itself", facts
+
+        self._step("coordination", cur, build, view, stage)
