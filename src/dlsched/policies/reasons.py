@@ -12,10 +12,11 @@ phrase naming the deciding fact) ends the record's summary; the rest joins the r
 the references they already hold (their last options, their last scores) and build the dict only when
 asked, so a stage pays nothing for jobs nobody asks about.
 
-Cheap enough to stay on: with ``collapse`` (the simulator), a job whose decision at a stage is the same as
-in the round before (same signature: admitted, rank, shape, GPUs) adds no record; the earlier record's
-``last_round`` grows instead, and its facts stay those of its first round. The service records every round
-in full (``collapse=False``), since it commits each round's records as they come.
+Cheap enough to stay on: with ``collapse`` (the simulator), a job whose decision at a stage has the same
+signature as in the round before (admitted or the quota reason; its rank, exact up to :data:`RANK_EXACT` and
+by power-of-two band behind; the demand's shape; the GPUs) adds no record; the earlier record's
+``last_round`` covers the round instead, and its facts stay those of its first round. The service records
+every round in full (``collapse=False``), since it commits each round's records as they come.
 """
 
 from __future__ import annotations
@@ -106,6 +107,10 @@ def _allocated(name: str, job: JobView, d: Any, profiling: bool) -> tuple[str, s
     return ("none", f"'{name}' allocated no GPUs (asks {job.spec.num_gpus})",
             {"allocation": name, "requested": job.spec.num_gpus})
 
+
+#: Ranks up to this one are recorded exactly; deeper in the queue a record starts when a job's rank enters a
+#: new power-of-two band (17-31, 32-63, ...), so a long queue costs few records.
+RANK_EXACT = 16
 
 Builder = Callable[[str], tuple[str, str, dict[str, Any]]]
 
@@ -219,11 +224,15 @@ class Recorder:
     def _ordering(self, stage: object, view: ClusterView, ordered: list[JobView]) -> None:
         name = str(getattr(stage, "name", "?"))
         n = len(ordered)
-        cur: dict[str, object] = {j.job_id: i for i, j in enumerate(ordered, 1)}
+        ranks = {j.job_id: i for i, j in enumerate(ordered, 1)}
+        # the signature is the rank near the head of the queue, and the power-of-two band of ranks deeper in
+        # it: a long queue shifts every rank behind a job that leaves, which would otherwise cost a record
+        # per waiting job per round
+        cur: dict[str, object] = {jid: r if r <= RANK_EXACT else -r.bit_length() for jid, r in ranks.items()}
         jobs = {j.job_id: j for j in ordered} if ordered else {}
 
         def build(jid: str) -> tuple[str, str, dict[str, Any]]:
-            rank = int(cur[jid])  # type: ignore[call-overload]
+            rank = ranks[jid]
             label, value = _order_key(stage, view, jobs[jid])
             return (f"rank {rank}", f"{ordinal(rank)} of {n} in the {name} queue ({label} {_fmt(value)})",
                     {"rank": rank, "of": n, "ordering": name, "key": label,
