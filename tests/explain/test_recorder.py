@@ -4,11 +4,10 @@ collapsing (the service's mode)."""
 
 from __future__ import annotations
 
-from testkit import duration_job, small_cluster
-
 from dlsched.core import ClusterView, JobStatus, JobView, Placement
 from dlsched.explain import explain_paragraphs
 from dlsched.policies import build_scheduler
+from testkit import duration_job, small_cluster
 
 CLUSTER = small_cluster((("v100", 1, 4),))
 BIG, SMALL = duration_job("big", 0.0, 4, 600.0), duration_job("small", 1.0, 2, 600.0)
