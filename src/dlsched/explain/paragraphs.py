@@ -4,7 +4,7 @@
 
 Consecutive rounds whose decision reads the same, numbers aside, collapse into one range, which shows the first
 round's summary and, when the short decision moved inside the range (a rank that climbs the queue), where it
-ended: ``rounds 2-114: 92nd of 94 in the fifo queue (...), by round 114: rank 1``.
+ended: ``rounds 2-114: 92nd of 94 in the fifo queue (...), from round 97: rank 1``.
 """
 
 from __future__ import annotations
@@ -46,5 +46,5 @@ def explain_paragraphs(records: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _span(a: int, b: int, first: dict[str, Any], last: dict[str, Any]) -> str:
-    moved = f", by round {b}: {last['decided']}" if last["decided"] != first["decided"] else ""
+    moved = f", from round {last['round']}: {last['decided']}" if last["decided"] != first["decided"] else ""
     return f"{_rounds(a, b)}: {first['summary']}{moved}"
