@@ -36,7 +36,7 @@ PathLike = str | os.PathLike[str]
 #: Names (glob patterns) of the files a run or a comparison leaves in its ``--out`` folder. A folder holding
 #: any of them holds an earlier run's results.
 RESULT_PATTERNS: tuple[str, ...] = ("jobs.csv", "rounds.csv", "summary.json", "config.json", "report.html",
-                                    "jobs-*.csv", "rounds-*.csv", "reports.json")
+                                    "jobs-*.csv", "rounds-*.csv", "reports.json", "explanations.jsonl")
 
 
 def _umask() -> int:

@@ -179,7 +179,8 @@ def test_reusing_out_needs_force_and_then_leaves_no_stale_files(tmp_path: Path):
     res = invoke("simulate", *SMALL, "--out", str(out), "--force", "--format", "json")
     assert res.exit_code == 0, res.output
     names = {p.name for p in out.iterdir()}
-    assert names == {"jobs.csv", "rounds.csv", "summary.json", "config.json", "report.html", "notes.txt"}
+    assert names == {"jobs.csv", "rounds.csv", "summary.json", "config.json", "report.html", "explanations.jsonl",
+                     "notes.txt"}
     assert isinstance(json.loads((out / "summary.json").read_text()), dict)  # the new run's, not the list
 
 

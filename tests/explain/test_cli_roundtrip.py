@@ -96,3 +96,14 @@ def test_records_are_strict_json(tmp_path: Path) -> None:
     write_records(tmp_path / EXPLANATIONS_FILE, recs)
     assert load_records(tmp_path)[0]["facts"] == {"value": None, "nested": [None, 1.5]}
     assert plain_records(recs) == load_records(tmp_path)
+
+
+def test_a_forced_run_without_explanations_leaves_no_stale_file(run_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    out = tmp_path / "again"
+    shutil.copytree(run_dir, out)
+    res = runner.invoke(app, ["simulate", "--policy", "fifo", "--cluster", "sia-homo-64", "--trace", TRACE,
+                              "--max-time-s", "600", "--set", "explain=false", "--out", str(out), "--force"])
+    assert res.exit_code == 0, res.stderr
+    assert not (out / EXPLANATIONS_FILE).exists()
