@@ -18,6 +18,11 @@ the wall seconds each simulated hour took, from which a slice projects the full 
 wall time plus its last hour's for every hour still to come; the load grows through a slice's first hours
 and levels off after, so while the slice still ramps up this is a lower estimate).
 
+``--explain-overhead`` runs each case with explanations off and on (``RunConfig.explain``; on by default,
+issue 25 asks that it cost at most 15%), alternating, ``--repeat`` times each, and adds one row per case
+(``bench: sim_speed_explain``) with the least CPU and wall seconds of each setting and their ratios, on over
+off (``explain_ratio`` by CPU seconds, which a shared machine disturbs least; ``explain_wall_ratio``).
+
 Prints a human line per measurement, then one JSON object per line per measurement; with ``--out FILE`` the
 measurements also go to a result file with the provenance of :func:`dlsched.sim.about.provenance`, which
 ``tables(data)`` renders (``docs/results.md``, the COpter section).
@@ -108,7 +113,8 @@ def measure(case: str, config: RunConfig, hours: float | None) -> tuple[dict, di
            "cpu_s": round(cpu, 3),
            "avg_jct_s": res.summary.get("avg_jct_s"), "makespan_s": res.summary.get("makespan_s"),
            "phase_s": {k: round(v, 3) for k, v in res.phase_s.items()},
-           "policy_parts_s": policy_parts(res.rounds)}
+           "policy_parts_s": policy_parts(res.rounds), "explain": config.explain,
+           "explanations": len(res.explanations)}
     if case == "copter-25k":
         row["wall_s_by_hour"] = [round(h, 2) for h in hourly]
     if hours is not None:
@@ -118,13 +124,28 @@ def measure(case: str, config: RunConfig, hours: float | None) -> tuple[dict, di
     return row, json.loads(json.dumps(res.config_record(), default=str))
 
 
+def explain_overhead(rows: list[dict]) -> list[dict]:
+    """Per case, the least CPU and wall seconds with explanations off and on, and on over off."""
+    out = []
+    for case in dict.fromkeys(r["case"] for r in rows):
+        off = [r for r in rows if r["case"] == case and not r["explain"]]
+        on = [r for r in rows if r["case"] == case and r["explain"]]
+        cpu_off, cpu_on = min(r["cpu_s"] for r in off), min(r["cpu_s"] for r in on)
+        wall_off, wall_on = min(r["wall_s"] for r in off), min(r["wall_s"] for r in on)
+        out.append({"bench": "sim_speed_explain", "case": case, "runs": len(on), "cpu_s_off": cpu_off,
+                    "cpu_s_on": cpu_on, "wall_s_off": wall_off, "wall_s_on": wall_on,
+                    "explain_ratio": round(cpu_on / cpu_off, 3), "explain_wall_ratio": round(wall_on / wall_off, 3),
+                    "explanations": on[0]["explanations"]})
+    return out
+
+
 def tables(data: dict) -> dict[str, str]:
     """The speed table (one row per case) and the engine's phases, from a result file written with ``--out``."""
     lines = ["| case | GPUs | jobs | completed | rounds | simulated h | wall (s) | CPU (s) | simulated s per wall s |",
              "|---|---|---|---|---|---|---|---|---|"]
     phases = ["| case | " + " | ".join(PHASES) + " | policy: estimator | policy: options | policy: solver | policy: placement |",
               "|---|" + "---|" * (len(PHASES) + 4)]
-    for r in data["runs"]:
+    for r in (r for r in data["runs"] if r.get("bench", "sim_speed") == "sim_speed"):
         name = r["case"] + (f" (first {r['hours']:g} h)" if r.get("hours") is not None else "")
         lines.append(f"| {name} | {r['gpus']:,} | {r['jobs']:,} | {r['completed']:,} | {r['rounds']:,} | "
                      f"{r['sim_s'] / 3600:.1f} | {r['wall_s']:,.0f} | "
@@ -152,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="a case to run (repeatable; default: small and big)")
     ap.add_argument("--hours", type=float, default=None,
                     help="copter-25k only: simulate the first HOURS hours (0 < HOURS <= 24; default the full run)")
+    ap.add_argument("--explain-overhead", action="store_true",
+                    help="run each case with explanations off and on; the second row carries the ratio")
+    ap.add_argument("--repeat", type=int, default=3, help="with --explain-overhead: runs of each setting (default 3)")
     ap.add_argument("--out", default=None, help="also write the measurements, with provenance, to this JSON file")
     args = ap.parse_args(argv)
     if args.hours is not None and not (0 < args.hours <= COPTER_HOURS):
@@ -163,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     begin_measurements(args.out)
     configs = [c for case in cases for c in configs_for(case, args.hours)]
+    if args.explain_overhead:
+        configs = [(case, cfg.model_copy(update={"explain": on})) for case, cfg in configs
+                   for _ in range(args.repeat) for on in (False, True)]
     rows, run_configs = [], []
     with progress_bar(len(configs), "sim_speed", unit="cases") as advance:
         for case, cfg in configs:
@@ -170,8 +197,15 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             run_configs.append(record)
             advance()
+    if args.explain_overhead:
+        rows += explain_overhead(rows)
     for r in rows:
-        print(f"{r['jobs']:>6} jobs on {r['gpus']:>5} GPUs: {r['wall_s']:8.2f} s wall, "
+        if r["bench"] != "sim_speed":
+            print(f"{r['case']}: explanations cost x{r['explain_ratio']} CPU, x{r['explain_wall_ratio']} wall "
+                  f"(least of {r['runs']} runs each)", file=sys.stderr)
+            continue
+        print(f"{r['jobs']:>6} jobs on {r['gpus']:>5} GPUs, explanations {'on ' if r['explain'] else 'off'}: "
+              f"{r['wall_s']:8.2f} s wall, "
               f"{r['sim_s_per_wall_s']:>10.0f} simulated s per wall s ({r['rounds']} rounds)", file=sys.stderr)
     finish_measurements(rows, args.out, "sim_speed", args, configs=run_configs)
     return 0

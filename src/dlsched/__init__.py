@@ -38,7 +38,7 @@ __all__ = [
     "Admission", "AllocationStage", "AllocationTraits", "ClusterView", "ComparisonResult", "Coordination", "Decision",
     "Demand", "InputError", "JobView", "Ordering", "Placement", "PlacementStage", "PlacementTraits", "Plan",
     "ProfileRequest", "RunConfig", "Shape", "SimulationResult", "__version__", "compare", "configure",
-    "load_plugin_file", "register_stage", "simulate",
+    "explain", "load_plugin_file", "register_stage", "simulate",
 ]
 
 if TYPE_CHECKING:
@@ -63,6 +63,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "explain":  # a callable package: dlsched.explain(run_dir_or_result, job, round=None)
+        return importlib.import_module("dlsched.explain")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'dlsched' has no attribute '{name}'")
@@ -72,4 +74,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return sorted({*globals(), *_LAZY, "explain"})

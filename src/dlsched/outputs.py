@@ -38,7 +38,7 @@ PathLike = str | os.PathLike[str]
 RESULT_PATTERNS: tuple[str, ...] = ("jobs.csv", "rounds.csv", "summary.json", "config.json", "report.html",
                                     "jobs-*.csv", "rounds-*.csv", "reports.json", "allocations.csv",
                                     "allocations-*.csv", "cluster.json", "dashboard.html", "figure-*.svg",
-                                    "figure-*.pdf")
+                                    "figure-*.pdf", "explanations.jsonl")
 
 
 def _umask() -> int:

@@ -177,7 +177,7 @@ def test_reusing_out_needs_force_and_then_leaves_no_stale_files(tmp_path: Path):
     assert res.exit_code == 0, res.output
     names = {p.name for p in out.iterdir()}
     assert names == {"jobs.csv", "rounds.csv", "allocations.csv", "cluster.json", "summary.json", "config.json",
-                     "report.html", "notes.txt"}
+                     "report.html", "explanations.jsonl", "notes.txt"}
     assert isinstance(json.loads((out / "summary.json").read_text()), dict)  # the new run's, not the list
 
 

@@ -12,7 +12,8 @@ from dlsched.core import GradientObservation, InputError, ThroughputObservation
 from dlsched.service.spec import parse_submission
 from dlsched.service.store import Store, hash_token
 
-TABLES = {"users", "tokens", "quotas", "jobs", "events", "rounds", "telemetry", "observations", "meta"}
+TABLES = {"users", "tokens", "quotas", "jobs", "events", "rounds", "telemetry", "observations", "meta",
+          "explanations"}
 
 
 def submission(name: str = "demo", **extra: object):
@@ -39,7 +40,7 @@ def test_migrations_create_the_schema_from_nothing_matching_the_models(db_url: s
     Store(db_url).close()  # a second open finds the schema at head and changes nothing
     assert TABLES <= set(sa.inspect(engine).get_table_names())
     with engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == "0001"
+        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == "0002"
         diffs = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     engine.dispose()
     assert diffs == []

@@ -19,6 +19,7 @@ module             commands
 ``serve``          ``dlsched serve`` (the scheduler service) and ``serve user|quota``
 ``client``         ``dlsched submit|jobs|show|cancel|logs`` (the service's client)
 ``report``         ``dlsched report RUN_DIR`` (the dashboard of a finished simulation)
+``explain``        ``dlsched explain [RUN_DIR] JOB`` (why a job waits or runs where it does)
 ``run_options``    the flags that describe a run, turned into a RunConfig
 ``common``         what the groups share: ``app``, ``--format``, ``error:`` lines, the summary table
 =================  =========================================================
@@ -65,7 +66,7 @@ def main() -> None:
 
 def _mount() -> None:
     """Register every command group (each imports ``app`` and the helpers from :mod:`dlsched.cli.common`)."""
-    from dlsched.cli import client, clusters, compare, policies, report, run, simulate, sweep  # noqa: F401  (register their commands)
+    from dlsched.cli import client, clusters, compare, explain, policies, report, run, simulate, sweep  # noqa: F401  (register their commands)
     from dlsched.cli.data import app as data_app
     from dlsched.cli.serve import app as serve_app
     from dlsched.cli.trace import app as trace_app

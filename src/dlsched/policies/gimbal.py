@@ -156,6 +156,8 @@ class GimbalCoordination:
     #: Plans by the sharing structure of their set (:meth:`_structure`), for ``reuse_plans``.
     _known: dict[tuple, CalibrationPlan] = field(default_factory=dict, init=False, repr=False)
     _models: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+    #: Job id -> the packing set it was in last round, for explanations (:meth:`facts_for`).
+    _sets: dict[str, PackingSet] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -178,7 +180,9 @@ class GimbalCoordination:
         attempts_total, searches, search_s = 0, 0, 0.0
         live: dict[tuple, CalibrationPlan] = {}
         held = holders(placements)
+        self._sets = {}
         for ps in packing_sets(placements):
+            self._sets.update(dict.fromkeys(ps.members, ps))
             key = tuple(sorted((j, placements[j].gpus) for j in ps.members))
             structure = self._structure(ps, placements, held)
             plan = self._plans.get(key) or (self._known.get(structure) if self.reuse_plans else None)
@@ -204,6 +208,15 @@ class GimbalCoordination:
         decision.info["gimbal_attempts"] = float(attempts_total)
         decision.info["gimbal_search_s"] = search_s
         return decision
+
+    def facts_for(self, job_id: str) -> dict[str, object] | None:
+        """The job's packing set (its centre J_max and members), for explanations."""
+        ps = self._sets.get(job_id)
+        if ps is None:
+            return None
+        return {"packing_set": list(ps.members), "center": ps.center, "objective": self.objective,
+                "why": f"packing set {{{', '.join(ps.members)}}} around J_max {ps.center}, "
+                       f"objective {self.objective}"}
 
     @staticmethod
     def _structure(ps: PackingSet, placements: Mapping[str, Placement], held: Mapping[int, list[str]]) -> tuple:

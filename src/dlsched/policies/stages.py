@@ -30,6 +30,7 @@ import numpy as np
 
 from dlsched.core import ClusterView, Decision, JobView
 from dlsched.estimators.base import GoodputEstimator
+from dlsched.policies.reasons import Recorder
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +256,11 @@ class NoCoordination:
         return decision
 
 
+def _copy(decision: Decision) -> Decision:
+    """A shallow copy whose allocations a coordination stage may replace without touching the original."""
+    return Decision(allocations=dict(decision.allocations), profiles=dict(decision.profiles), info=decision.info)
+
+
 def admitted_view(view: ClusterView, admitted: list[JobView]) -> ClusterView:
     """The view the later stages see: the jobs admission let in (as it returned them, capped or not) and
     every job that holds GPUs, so no stage can allocate to a held job or read a held job's request, and no
@@ -285,6 +291,13 @@ class StagedScheduler:
     allocation: AllocationStage
     placement: PlacementStage
     coordination: Coordination = field(default_factory=NoCoordination)
+    #: Record why each stage decided (:mod:`dlsched.policies.reasons`); :meth:`take_explanations` hands the
+    #: records over. On by default: it costs a few percent of a simulation.
+    explain: bool = True
+    #: Collapse a job's unchanged decisions into one record per stage (the simulator); the service records
+    #: every round in full.
+    explain_collapse: bool = True
+    _recorder: Recorder | None = field(default=None, init=False, repr=False)
 
     @property
     def traits(self) -> SchedulerTraits:
@@ -294,13 +307,18 @@ class StagedScheduler:
                                plans_within_round=self.allocation.traits.plans_within_round)
 
     def schedule(self, view: ClusterView) -> Decision:
+        full = view
         jobs = self.admission.admit(view)
         view = admitted_view(view, jobs)
         ordered = self.ordering.order(view, jobs)
         plan = self.allocation.allocate(view, ordered)
         decision = self.placement.place(view, reserve_profiling_gpus(view, plan))
         decision.info.update(plan.info)
-        return self.coordination.coordinate(view, decision)
+        placed = _copy(decision) if self.explain and self.coordination.allows_packing else decision
+        final = self.coordination.coordinate(view, decision)
+        if self.explain:
+            self._record(full, view, jobs, ordered, plan, placed, final, new_round=True)
+        return final
 
     def schedule_more(self, view: ClusterView) -> Decision:
         """A plan for GPUs that fell idle inside a round (only when ``traits.plans_within_round``): running
@@ -308,12 +326,31 @@ class StagedScheduler:
         more = getattr(self.allocation, "allocate_more", None)
         if more is None:
             raise TypeError(f"allocation '{self.allocation.name}' does not plan inside a round")
+        full = view
         jobs = self.admission.admit(view)
         view = admitted_view(view, jobs)
-        plan = more(view, self.ordering.order(view, jobs))
+        ordered = self.ordering.order(view, jobs)
+        plan = more(view, ordered)
         decision = self.placement.place(view, reserve_profiling_gpus(view, plan))
         decision.info.update(plan.info)
-        return self.coordination.coordinate(view, decision)
+        placed = _copy(decision) if self.explain and self.coordination.allows_packing else decision
+        final = self.coordination.coordinate(view, decision)
+        if self.explain:
+            self._record(full, view, jobs, ordered, plan, placed, final, new_round=False)
+        return final
+
+    def _record(self, full: ClusterView, view: ClusterView, admitted: list[JobView], ordered: list[JobView],
+                plan: Plan, placed: Decision, final: Decision, *, new_round: bool) -> None:
+        """Hand the round to the recorder: ``full`` is the view admission saw (held jobs too), ``view`` the
+        one the later stages saw."""
+        if self._recorder is None:
+            self._recorder = Recorder(collapse=self.explain_collapse)
+        self._recorder.record(self, full, view, admitted, ordered, plan, placed, final, new_round=new_round)
+
+    def take_explanations(self) -> list[dict]:
+        """The records of the rounds planned since the last call (the contract in docs/service.md,
+        "Explanations"), oldest first; empty when ``explain`` is off."""
+        return [] if self._recorder is None else self._recorder.take()
 
     def attach_oracle(self, estimator: GoodputEstimator) -> None:
         self.allocation.attach_estimator(estimator)

@@ -283,6 +283,17 @@ def create_app(store: Store, *, jobs_dir: Path, cluster_info: Callable[[], dict[
             return PlainTextResponse(read_logs(job_dir, rank))
         return StreamingResponse(_follow(store, job.id, job_dir, rank), media_type="text/plain; charset=utf-8")
 
+    @app.get("/v1/jobs/{job_id}/explain", response_model=list[dict[str, Any]], tags=["jobs"],
+             responses={401: _UNAUTHORIZED, 404: _NOT_FOUND})
+    def explain_job(job_id: str, user: User,
+                    round: Annotated[int | None, Query(ge=0, le=2**31 - 1,  # noqa: A002
+                                                       description="Only this round's records.")] = None,
+                    ) -> list[dict[str, Any]]:
+        """Why the scheduler decided what it did for the job: one record per round and stage (round, time_s,
+        job, stage, decided, summary, facts; docs/service.md, "Explanations"), newest rounds last."""
+        job = visible_job(job_id, user)
+        return store.explanations(job.id, round)
+
     @app.get("/v1/cluster", response_model=dict[str, Any], tags=["service"], responses={401: _UNAUTHORIZED})
     def cluster(user: User) -> dict[str, Any]:
         """The cluster as the round loop sees it (nodes, GPUs, who holds them); empty before the first round."""

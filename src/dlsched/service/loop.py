@@ -31,7 +31,9 @@ from typing import Any
 from dlsched.core import Adaptivity, Cluster, ClusterView, JobSpec, JobStatus, JobView, Placement
 from dlsched.core.view import GradientObservation, ThroughputObservation
 from dlsched.estimators.goodput import LearnedGoodputEstimator
+from dlsched.explain.records import plain_records
 from dlsched.policies import Scheduler
+from dlsched.policies.reasons import take_explanations
 from dlsched.runtime.executor_api import Executor, LaunchSpec
 from dlsched.service import membership
 from dlsched.service.batch import choose_batch
@@ -174,9 +176,12 @@ class RoundLoop:
         live = {k: _merged(j, updates.get(k, {})) for k, j in jobs.items()}
         live = {k: j for k, j in live.items() if j.status not in FINISHED}
         view = self._view(live, t)
+        if getattr(self.scheduler, "explain_collapse", False):  # every round's records in full, as committed
+            self.scheduler.explain_collapse = False  # type: ignore[attr-defined]
         p0 = time.perf_counter()
         decision = self.scheduler.schedule(view)
         policy_s = time.perf_counter() - p0
+        explanations = plain_records({**r, "round": self.round_no} for r in take_explanations(self.scheduler))
         self.last_policy_s = policy_s
         current = {k: (jv.placement, jv.batch_size) for k, jv in ((jv.job_id, jv) for jv in view.jobs) if jv.placement}
         try:
@@ -193,7 +198,7 @@ class RoundLoop:
         summary = round_summary(self.cluster, view, decision, policy_s, t)
         summary["round_s"] = time.perf_counter() - r0  # up to the round's commit
         self.store.commit_round(self.round_no, now, decision_record(decision, self.cluster), policy_s, summary,
-                                updates, events)
+                                updates, events, explanations)
         for job_id, spec, control in launches:
             self._launch(job_id, spec, control, now)
         self.round_no += 1

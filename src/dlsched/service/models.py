@@ -103,6 +103,19 @@ class Round(Base):
     summary: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
+class Explanation(Base):
+    """Why one stage decided what it did for one job in one round (the record of docs/service.md,
+    "Explanations"), kept whole as JSON beside the round that made it."""
+
+    __tablename__ = "explanations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    round_no: Mapped[int] = mapped_column(Integer, index=True)
+    job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    stage: Mapped[str] = mapped_column(String(16))
+    record: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
 class Telemetry(Base):
     """One report from a job's ``reports.jsonl`` (docs/service.md), kept whole as JSON."""
 

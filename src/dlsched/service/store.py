@@ -18,7 +18,7 @@ import hashlib
 import re
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -310,11 +310,17 @@ class Store:
 
     def commit_round(self, round_no: int, time_s: float, decision: dict[str, Any], policy_s: float,
                      summary: dict[str, Any], job_updates: dict[str, dict[str, Any]],
-                     events: list[tuple[str, str, str, dict[str, Any]]]) -> None:
-        """Record a round, the job updates it causes and its events (job_id, kind, message, data) in ONE
-        transaction: after a crash either all of it is there or none. An update of an unknown job raises
-        KeyError; an event of an unknown job or a round number used before, IntegrityError."""
+                     events: list[tuple[str, str, str, dict[str, Any]]],
+                     explanations: Sequence[dict[str, Any]] = ()) -> None:
+        """Record a round, the job updates it causes, its events (job_id, kind, message, data) and its
+        explanation records (docs/service.md, "Explanations") in ONE transaction: after a crash either all
+        of it is there or none. An update of an unknown job raises KeyError; an event of an unknown job or a
+        round number used before, IntegrityError."""
         with self._write() as s:
+            if explanations:
+                s.execute(insert(m.Explanation), [
+                    {"round_no": round_no, "job_id": r["job"], "stage": str(r["stage"])[:16], "record": r}
+                    for r in explanations])
             for job_id, fields in job_updates.items():
                 _update_job(s, job_id, fields)
             for job_id, kind, message, data in events:
@@ -334,6 +340,15 @@ class Store:
             rows = s.execute(select(m.Round).order_by(m.Round.round_no.desc()).limit(limit)).scalars().all()
             return [{"round_no": r.round_no, "time_s": r.time_s, "decision": r.decision, "policy_s": r.policy_s,
                      "summary": r.summary} for r in reversed(rows)]
+
+    def explanations(self, job_id: str, round_no: int | None = None) -> list[dict[str, Any]]:
+        """The job's explanation records (of one round when given), oldest round first, in the order the
+        stages recorded them."""
+        q = select(m.Explanation).where(m.Explanation.job_id == job_id)
+        if round_no is not None:
+            q = q.where(m.Explanation.round_no == round_no)
+        with self._read() as s:
+            return [dict(e.record) for e in s.execute(q.order_by(m.Explanation.round_no, m.Explanation.id)).scalars()]
 
     def last_round_no(self) -> int | None:
         with self._read() as s:

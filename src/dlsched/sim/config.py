@@ -47,7 +47,7 @@ DEFAULT_POLICY = "fifo"
 #: Stages a configuration may swap, in pipeline order (the registry's stage kinds).
 STAGES: tuple[str, ...] = STAGE_KINDS
 #: Engine limits that ``--set`` may also carry (they used to be set that way).
-ENGINE_KEYS: tuple[str, ...] = ("max_time_s", "stall_rounds", "charge_policy_time")
+ENGINE_KEYS: tuple[str, ...] = ("max_time_s", "stall_rounds", "charge_policy_time", "explain")
 #: Keys ``config.json`` records for people that a replay does not read back.
 RECORD_ONLY_KEYS: tuple[str, ...] = ("dlsched_version", "scheduler", "data")
 _DAY_S = DAY_S
@@ -194,6 +194,9 @@ class RunConfig(BaseModel):
     data_dir: str | None = Field(None, min_length=1)
     #: Per-user and per-team GPU quota file (YAML, docs/quotas.md) for the ``quota`` admission stage.
     quotas: str | None = Field(None, min_length=1)
+    #: Record why each stage decided, per job and round (``explanations.jsonl`` with ``--out``; ``dlsched
+    #: explain``). On by default: it costs a few percent of a run's time (``benchmarks/sim_speed.py``).
+    explain: bool = True
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -391,7 +394,8 @@ def route_settings(settings: Mapping[str, str]) -> dict[str, Any]:
     """Split ``--set`` pairs into config fields: world options, engine limits and policy tunables.
 
     ``world.KEY`` and bare world keys (``locality_penalty``) go to ``world``; ``ftf.KEY`` to ``ftf``;
-    ``max_time_s``, ``stall_rounds`` and ``charge_policy_time`` to the engine fields; everything else is a policy tunable.
+    ``max_time_s``, ``stall_rounds``, ``charge_policy_time`` and ``explain`` to the engine fields; everything else
+    is a policy tunable.
     """
     world: dict[str, str] = {}
     ftf: dict[str, str] = {}

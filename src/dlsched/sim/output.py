@@ -2,7 +2,8 @@
 
 One run: ``jobs.csv``, ``rounds.csv``, ``allocations.csv`` and ``cluster.json`` (which GPUs each job held
 when, on which nodes: what ``dlsched report`` draws), ``summary.json``, ``config.json`` (the resolved configuration that
-replays it with ``dlsched simulate --config``) and ``report.html``. Several runs (``compare``): per-run tables
+replays it with ``dlsched simulate --config``), ``report.html`` and, unless the run turned explanations off,
+``explanations.jsonl`` (one record a line of why each stage decided; ``dlsched explain`` reads it). Several runs (``compare``): per-run tables
 named after policy and seed, the summary rows, every run's configuration as a JSON list, one overlaid report.
 
 The folder is handled by :mod:`dlsched.outputs`: checked before the simulation (:func:`check_out_dir`),
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dlsched.explain.records import EXPLANATIONS_FILE, write_records
 from dlsched.outputs import check_output_dir, staged_dir
 from dlsched.sim.about import describe_runs, header_line
 from dlsched.sim.config import RunConfig
@@ -51,6 +53,8 @@ def write_outputs(out_dir: str | Path, runs: Sequence[RunRecords],
             write_allocations(stage.path("allocations.csv"), run.segments)
             _write_json(stage.path("cluster.json"), cluster_record(run.config))
             _write_json(stage.path("config.json"), run.config_record())
+            if run.explanations:
+                write_records(stage.path(EXPLANATIONS_FILE), run.explanations)
         else:
             stems = [_safe(run.label) + f"-seed{run.config.seed}" for run in runs]
             for run, stem in zip(runs, stems, strict=True):

@@ -24,6 +24,7 @@ from dlsched.core import Cluster, Decision, InputError, Node, Quotas
 from dlsched.core.view import ClusterView
 from dlsched.estimators.base import GoodputEstimator
 from dlsched.policies import SCHEDULERS, Scheduler, build_scheduler
+from dlsched.policies.reasons import take_explanations
 from dlsched.policies.stages import SchedulerTraits
 from dlsched.sim.config import STAGES, RunConfig, world_with_defaults
 from dlsched.sim.engine import Engine, SimConfig
@@ -72,6 +73,9 @@ class RunRecords:
     phase_s: dict[str, float] = dataclasses.field(default_factory=dict)
     #: Lines a person should read about the run (``--jobs`` beyond the trace, what the window kept).
     notices: list[str] = dataclasses.field(default_factory=list)
+    #: Why each stage decided, per job and round (:mod:`dlsched.policies.reasons`; empty with ``explain``
+    #: off): what ``--out`` writes to ``explanations.jsonl`` and :func:`dlsched.explain.explain` reads.
+    explanations: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def config_record(self) -> dict[str, Any]:
         """``config.json``: the resolved configuration plus, for people, the version, the scheduler and where
@@ -129,6 +133,8 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
         world_options = world_with_defaults(config.world, described.world, cluster_source(config.cluster))
         scheduler = build_scheduler(config.policy, **config.stage_overrides, settings=dict(config.settings),
                                     seed=config.seed)
+        if hasattr(scheduler, "explain"):
+            scheduler.explain = config.explain
         world_seed = config.seed if config.world_seed is None else config.world_seed
         resolved = config.model_copy(update={
             "world": world_options, "cluster": file_or_name(config.cluster),
@@ -189,7 +195,8 @@ def simulate(config: RunConfig, *, on_progress: Progress | None = None,
                       trace_name=run.trace_name, jobs=jobs, rounds=rounds, segments=segments,
                       num_gpus=engine.cluster.num_gpus, end_time_s=end_s, summary=summary,
                       wall_s=time.perf_counter() - t0, complete=complete, data=run.data,
-                      phase_s=dict(engine.phase_s), notices=notices)
+                      phase_s=dict(engine.phase_s), notices=notices,
+                      explanations=take_explanations(run.scheduler))
 
 
 def run_many(configs: Sequence[RunConfig], workers: int | None = None, *,

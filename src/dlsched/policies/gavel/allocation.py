@@ -209,6 +209,17 @@ class GavelAllocation(EstimatingAllocation):
         plan.info["gavel.estimator_s"] = t_est
         return plan
 
+    def facts_for(self, job_id: str) -> dict[str, object] | None:
+        """The job's LP time fractions per GPU type and the type its lease names (explanations)."""
+        x = self.time_fractions.get(job_id)
+        if x is None:
+            return None
+        lease = self._leases.get(job_id)
+        parts = ", ".join(f"{g} {v:.2f}" for g, v in sorted(x.items(), key=lambda kv: -kv[1]))
+        got = f"lease on {lease}" if lease else "no lease: the types it favours are taken by higher priorities"
+        return {"time_fractions": dict(x), "objective": self.objective, "lease": lease,
+                "why": f"Gavel's {self.objective} time fractions {parts}; {got}"}
+
     def _isolated_time(self, jobs: list[JobView], remaining: np.ndarray) -> np.ndarray:
         """Each job's isolated time so far, Gavel's way: the steps done since the previous solve the job was
         in, over its isolated throughput then, added up (0 for a job seen for the first time).

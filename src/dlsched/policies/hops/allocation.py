@@ -225,6 +225,7 @@ class HopsAllocation(EstimatingAllocation):
         queue = [j for j in ordered if not j.profiling and j.job_id not in profiled_now]
         prios = self.priorities(view, queue)
         window = service_window(queue, int(idle.sum())) if self.service_window else queue
+        self._window = (queue, prios, len(window), int(idle.sum()))
         plan = self._plan(view, window, prios[:len(window)], idle)
         if self.multi_plan and self.fill_at_round_start:
             self._fill(view, plan, queue, prios, idle)
@@ -232,6 +233,32 @@ class HopsAllocation(EstimatingAllocation):
         plan.info["hops.profiles"] = float(len(profiles))
         plan.info["hops.plan_s"] = time.perf_counter() - t0
         return plan
+
+    def facts_for(self, job_id: str) -> dict[str, object] | None:
+        """The job's queue position, priority and weight (eq. 11), and which side of the service window's
+        boundary it fell on in the round's first plan (explanations)."""
+        last = getattr(self, "_window", None)
+        if last is None:
+            return None
+        queue, prios, n_window, idle = last
+        pos = next((i for i, j in enumerate(queue) if j.job_id == job_id), None)
+        if pos is None:  # the queue leaves out jobs whose profiles run (or start) this round
+            return {"in_window": False, "why": "still profiling: Hops plans it once its profiles report"}
+        need = sum(j.spec.lower_gpus for j in queue[:n_window])
+        boundary = queue[n_window - 1].job_id if n_window else None
+        inside = pos < n_window
+        weight = float(priority_weights(prios[:n_window], self.lambda_fairness)[pos]) if inside else 0.0
+        if n_window == 0:
+            side = "no idle GPUs to plan: the service window is empty"
+        else:
+            side = (f"inside the service window of {idle} GPUs (the window's {n_window} jobs need {need}, "
+                    f"boundary {boundary})" if inside else
+                    f"outside the service window of {idle} GPUs: the {n_window} jobs ahead up to the boundary "
+                    f"{boundary} already need {need}")
+        return {"queue_position": pos + 1, "priority": float(prios[pos]), "weight": weight,
+                "lambda_fairness": self.lambda_fairness, "in_window": inside, "window_jobs": n_window,
+                "window_gpus": idle, "window_need": need, "boundary": boundary,
+                "why": f"{side}; priority {float(prios[pos]):.3g}, weight {weight:.3g}"}
 
     def profiling_queue(self, view: ClusterView, idle: np.ndarray, est: HopsThroughput) -> list[ProfileRequest]:
         """Section 3.2's profiling queue, served before any plan: each waiting job not yet profiled on a type

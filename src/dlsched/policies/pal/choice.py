@@ -119,10 +119,13 @@ def _first_bin_with(counts: np.ndarray, n: int) -> tuple[int, np.ndarray] | None
     return None
 
 
-def pal_gpus(rp: RoundPool, cls: str, n: int, penalties: tuple[float, float, float]) -> tuple[np.ndarray | None, int]:
+def pal_gpus(rp: RoundPool, cls: str, n: int, penalties: tuple[float, float, float],
+             note: dict[str, object] | None = None) -> tuple[np.ndarray | None, int]:
     """Algorithm 2 for a job of ``n`` GPUs whose L x V matrix has ``penalties`` (node, rack, across).
 
-    Returns the local GPU ids (or None) and the locality level used (0 node, 1 rack, 2 across).
+    Returns the local GPU ids (or None) and the locality level used (0 node, 1 rack, 2 across). ``note``,
+    when given, receives the terms of the choice (the best bin each level could reach, the entry taken and
+    its locality-times-variability product), for explanations.
     """
     pool = rp.pool
     if rp.free_total < n:
@@ -137,8 +140,14 @@ def pal_gpus(rp: RoundPool, cls: str, n: int, penalties: tuple[float, float, flo
     rack_hit = _first_bin_with(cnt.r, n) if fits_rack and cnt.r is not None else None
     across_bin = int(np.searchsorted(np.cumsum(cnt.t), n, side="left"))
     levels = penalties if pool.has_racks else (penalties[0], penalties[2])
+    if note is not None:
+        note.update(node_bin=None if node_hit is None else int(node_hit[0]),
+                    rack_bin=None if rack_hit is None else int(rack_hit[0]), across_bin=across_bin,
+                    penalties=[float(x) for x in levels], bin_values=[float(v) for v in cb.vals_t])
     for li, vi in traversal_order(levels, cb.vals_t):
         level = li if pool.has_racks else (_NODE if li == 0 else _ACROSS)
+        if note is not None:
+            note.update(level=level, bin=int(vi), product=float(levels[li] * cb.vals_t[vi]))
         if level == _NODE:
             if node_hit is not None and vi >= node_hit[0]:
                 return _packed_on_node(rp, cb, node_hit[1], n), _NODE

@@ -188,6 +188,8 @@ class PalPlacement(PmFirstPlacement):
     l_rack: float | None = ranged(None, 1.0, 100.0)
     name: str = "pal"
     _penalties: LocalityPenalties | None = field(default=None, init=False, repr=False)
+    #: Job id -> the terms of last round's L x V choice for it (:func:`pal_gpus`'s note), for explanations.
+    _notes: dict[str, dict[str, object]] = field(default_factory=dict, init=False, repr=False)
 
     def penalties_for(self, model: str, num_gpus: int) -> tuple[float, float, float]:
         """(within node, within rack, across) penalties of the L x V matrix for a job."""
@@ -200,8 +202,32 @@ class PalPlacement(PmFirstPlacement):
         rack = self.l_rack if self.l_rack is not None else default_rack_penalty(across)
         return 1.0, float(rack), across
 
+    def place(self, view: ClusterView, plan: Plan) -> Decision:
+        self._notes = {}
+        return super().place(view, plan)
+
     def _choose(self, view: ClusterView, rp: RoundPool, d: Demand, cls: str) -> tuple[np.ndarray | None, int]:
-        return pal_gpus(rp, cls, d.num_gpus, self.penalties_for(d.job.spec.model, d.num_gpus))
+        note: dict[str, object] = {"class": cls}
+        self._notes[d.job.job_id] = note
+        return pal_gpus(rp, cls, d.num_gpus, self.penalties_for(d.job.spec.model, d.num_gpus), note)
+
+    def facts_for(self, job_id: str) -> dict[str, object] | None:
+        """The locality-versus-variability terms PAL weighed for the job last round (explanations)."""
+        note = self._notes.get(job_id)
+        if note is None or "level" not in note:
+            return None
+        names = {0: "within a node", 1: "within a rack", 2: "across nodes"}
+        vals = note["bin_values"]
+        pens = note["penalties"]
+        assert isinstance(vals, list) and isinstance(pens, list)
+        level, b = int(note["level"]), int(note["bin"])  # type: ignore[call-overload]
+        node_bin = note["node_bin"]
+        packed = (f"packing within a node needs PM-score bin {node_bin} (variability {vals[node_bin]:.3g})"
+                  if isinstance(node_bin, int) else "no node has enough free GPUs")
+        why = (f"PAL took {names.get(level, 'across nodes')} at PM-score bin {b} (locality {pens[min(level, len(pens) - 1)]:.3g}"
+               f" x variability {vals[b]:.3g} = {note['product']:.3g}); {packed}, across nodes bin "
+               f"{note['across_bin']} (penalty {pens[-1]:.3g})")
+        return {**note, "why": why}
 
     def matrix(self, view: ClusterView, model: str, num_gpus: int) -> LvMatrix:
         """The L x V matrix this policy would use for a job of ``model`` on ``num_gpus`` GPUs (for reports)."""

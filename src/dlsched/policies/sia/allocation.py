@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -47,6 +47,7 @@ from dlsched.policies.sia.problem import (
     candidates_of,
 )
 from dlsched.policies.sia.profiling import ProfilePlanner, ProfileRequest
+from dlsched.policies.sia.reasons import option_facts
 from dlsched.policies.stages import AllocationTraits, Demand, EstimatingAllocation, Plan, Shape
 from dlsched.solvers import AssignmentProblem, AssignmentResult, IncrementalAssignment, solve_assignment
 from dlsched.solvers.continual_assignment import ContinualAssignment, pop_parts
@@ -285,6 +286,7 @@ class SiaAllocation(EstimatingAllocation):
         result = self._solve(opts, capacity)
         solve_wall_s = time.perf_counter() - t_solve
         plan = Plan(demands=self._demands(cs, opts, result, forced_ids), profiles=profiles, reserved=blocked)
+        self._weighed = (cs, opts, result)
         plan.info.update({
             "sia.jobs": float(len(eligible)), "sia.options": float(len(opts.gpus)),
             "sia.objective": float(result.objective), "sia.bound": float(result.bound),
@@ -317,6 +319,16 @@ class SiaAllocation(EstimatingAllocation):
                                   batch_size=bsz, num_nodes=int(opts.nodes[o]), pinned=job.job_id in forced_ids,
                                   fallbacks=fallbacks))
         return demands
+
+    def facts_for(self, job_id: str) -> dict[str, Any] | None:
+        """The configurations weighed for the job last round and the objective's terms (explanations)."""
+        weighed = getattr(self, "_weighed", None)
+        if weighed is None:
+            return None
+        cs, opts, result = weighed
+        job = next((j for j in opts.jobs if j.job_id == job_id), None)
+        restart = self._restart_factor(job) if job is not None and job.placement else 1.0
+        return option_facts(cs, opts, result, job_id, p=self.p, restart=restart)
 
     # -- pieces ----------------------------------------------------------------------------------------
     def _config_set(self, cluster: Cluster) -> ConfigSet:
