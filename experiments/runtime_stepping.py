@@ -139,8 +139,11 @@ def main() -> None:
     args = ap.parse_args()
     from dlsched.sim.about import provenance
 
+    common = {"policy": args.policy, "cluster": "ray-local-4", "trace": "runtime-demo", "round_s": args.round_s}
     data: dict[str, Any] = {**provenance(), "experiment": "runtime_stepping", "policy": args.policy,
-                            "round_s": args.round_s}
+                            "round_s": args.round_s,
+                            "configs": [{**common, "runtime": "dlsched run"},
+                                        {**common, "runtime": "dlsched serve (examples/, dlsched.train)"}]}
     if args.only != "service":
         data["runtime"] = runtime_fraction(args.policy, args.round_s)
         print(json.dumps({"measurement": "runtime", **{k: v for k, v in data["runtime"].items() if k != "per_job"}}))

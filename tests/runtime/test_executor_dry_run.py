@@ -109,7 +109,7 @@ def test_node_types_come_from_ray_resources():
 
 
 @pytest.mark.parametrize(("resources", "message"), [
-    ({"dlsched_gpus_h100": 1.0}, "Ray node gpu-host-ab12cd34 offers emulated GPUs of unknown type 'h100'"),
+    ({"dlsched_gpus_zz9": 1.0}, "Ray node gpu-host-ab12cd34 offers emulated GPUs of unknown type 'zz9'"),
     ({"dlsched_gpus_t4": 1.0, "dlsched_gpus_v100": 1.0}, "offers several emulated GPU types"),
 ])
 def test_a_node_with_an_unknown_type_is_a_clear_error(resources, message):
