@@ -35,7 +35,7 @@ from servicekit import (  # noqa: E402
     wait_until,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def _spec(tmp: Path, name: str, **fields: Any) -> Path:
@@ -83,7 +83,7 @@ def test_kill_minus_nine_loses_no_job_and_no_step(tmp_path: Path) -> None:
         info = wait_for_server(state, proc)
         ids = [_submit(info, s) for s in specs]
         wait_until("all three jobs running with a checkpoint", lambda: _running_with_checkpoint(info, ids),
-                   timeout_s=240)
+                   timeout_s=600)
         rounds_before = _rounds(state)
         kill9(proc)
         # while the service is down, the rigid job's workers die too: it must resume from its checkpoint
@@ -94,7 +94,7 @@ def test_kill_minus_nine_loses_no_job_and_no_step(tmp_path: Path) -> None:
         info = wait_for_server(state, proc, since=restarted)
         listed = json.loads(client(info, "jobs", "--all", "--format", "json").stdout)
         assert sorted(j["id"] for j in listed) == sorted(ids), "the restarted service lost a job"
-        wait_until("all three jobs succeeded", lambda: _all_succeeded(info, ids), timeout_s=480, every_s=2.0)
+        wait_until("all three jobs succeeded", lambda: _all_succeeded(info, ids), timeout_s=900, every_s=2.0)
         for job_id in ids:
             incarnations, last = check_contiguous(reports(state, job_id))
             detail = show(info, job_id)
@@ -137,10 +137,10 @@ def test_a_killed_node_leaves_the_schedule_and_its_job_resumes_elsewhere(tmp_pat
                      adaptivity="rigid", batch_size=32, env={"DLSCHED_CHECKPOINT_S": "2", "DLSCHED_REPORT_S": "1"})
         job_id = _submit(info, spec)
         wait_until("the job running with a checkpoint", lambda: _running_with_checkpoint(info, [job_id]),
-                   timeout_s=240)
+                   timeout_s=600)
         (first,) = show(info, job_id)["placement"]
         cluster.kill_raylet(nodes[first])
-        wait_until("the job succeeded", lambda: _all_succeeded(info, [job_id]), timeout_s=480, every_s=2.0)
+        wait_until("the job succeeded", lambda: _all_succeeded(info, [job_id]), timeout_s=900, every_s=2.0)
         detail = show(info, job_id)
         placed = [e["data"]["placement"] for e in detail["events"] if e["kind"] == "placed"]
         assert len(placed) >= 2 and first in placed[0] and first not in placed[-1], placed
