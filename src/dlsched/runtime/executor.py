@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import time
 from collections.abc import Sequence
@@ -93,6 +94,8 @@ class RayExecutor:
 
         if ray.is_initialized():
             ray.shutdown()
+        if "RAY_AUTH_MODE" not in os.environ:
+            _same_auth_as_ray_start()
         ray.init(address=address, namespace=namespace, log_to_driver=False, logging_level=logging.WARNING)
         return ray
 
@@ -102,6 +105,7 @@ class RayExecutor:
         one ``STATE/ray.json`` names while it lives, else starts a new one in a separate session."""
         state_dir = Path(state_dir)
         cluster = _as_cluster(nodes)
+        _local_auth_mode()
         info = ray_cluster.read_ray_json(state_dir)
         if info is not None and not ray_cluster.is_alive(info):
             log.warning("the Ray recorded in %s is gone; starting a new one", state_dir / "ray.json")
@@ -381,3 +385,33 @@ def rank_env(spec: LaunchSpec, rank: int, node: NodeInfo, gpus: tuple[int, ...],
     if node.real_gpus:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
     return env
+
+
+def _same_auth_as_ray_start() -> None:
+    """Connect with the authentication ``ray start`` chose for the cluster.
+
+    ``ray start`` turns token authentication on when ``RAY_AUTH_MODE`` is unset and a token exists (as
+    ``~/.ray/auth_token`` after any ``ray.init()`` of a local cluster), while a driver joining an existing
+    cluster only follows ``RAY_AUTH_MODE``: without this, whether the service could reach its own Ray would
+    depend on whether some earlier Ray on the machine left a token. Applying Ray's own rule here makes the two
+    agree (an explicit ``RAY_AUTH_MODE`` still wins on both sides)."""
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:  # a Ray without token authentication
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
+def _local_auth_mode() -> None:
+    """The service's own Ray (``local``) runs without token authentication, said explicitly to ``ray start``
+    (which inherits this process's environment) and to this driver alike: the choice then never depends on
+    whether another Ray left a token in ``~/.ray`` between a start and a later reconnection (a restarted
+    service). The Ray is the service's own, started for the emulated nodes of one machine."""
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    try:
+        from ray._raylet import Config
+    except ImportError:
+        return
+    Config.initialize("")  # a Ray configuration read earlier in this process sees the mode too
