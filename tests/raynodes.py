@@ -23,6 +23,9 @@ class RayNodes:
     be killed alone and all are stopped without touching any other Ray on the machine."""
 
     def __init__(self) -> None:
+        # every `ray start` below, and the drivers started from here, agree on the authentication: a head
+        # turns tokens on by itself when ~/.ray holds one, a node joining it does not
+        os.environ["RAY_AUTH_MODE"] = "disabled"
         self.head = ray_cluster.start_ray_node(
             ["--head", "--port", str(free_port()), "--include-dashboard=false", "--dashboard-port",
              str(free_port()), "--system-config", json.dumps(FAST_HEALTH_CHECKS)], num_cpus=1)
