@@ -46,6 +46,8 @@ from dlsched.sim.invariants import PolicyError, check_decision
 log = logging.getLogger(__name__)
 
 FINISHED = ("succeeded", "failed", "cancelled")
+#: Longest a profile run may take to reach its first step before it is ended regardless.
+PROFILE_START_S = 300.0
 #: Exit code of a worker that could not find the checkpoint it was told to resume from.
 EXIT_NO_CHECKPOINT = 3
 
@@ -63,7 +65,8 @@ class LoopOptions:
     stop_grace_s: float = 30.0
     #: A running job that reports nothing for this long (after its start-up) counts as hung: a failure.
     hang_s: float = 300.0
-    #: Seconds a job's profile runs on each GPU type (Sia's and Hops's profiling of new jobs).
+    #: Seconds a job's profile steps on each GPU type, from its first step (Sia's and Hops's profiling of
+    #: new jobs).
     profile_s: float = 20.0
 
 
@@ -337,9 +340,13 @@ class RoundLoop:
                 up["status"] = "queued"
             return
         finished = []
-        for key, (_gtype, _gpu, end_s) in mem.profiles.items():
+        for key, (gtype, _gpu, end_s) in mem.profiles.items():
             ranks = self.executor.poll(key)
-            if now >= end_s or not ranks or all(str(r.state) != "running" for r in ranks):
+            # a profile's time counts from its first step: start-up (imports, data, model) measures nothing
+            reports, _ = read_new_reports(self._job_dir(job.id) / "profiles" / gtype / REPORTS_FILE, 0)
+            started = [float(r.get("time", now)) for r in reports if r.get("type") == "start"]
+            stepped = bool(started) and now - started[0] >= self.options.profile_s
+            if now >= end_s or stepped or not ranks or all(str(r.state) != "running" for r in ranks):
                 finished.append(key)
         if finished:
             self.executor.stop(finished, grace_s=0.0)
@@ -520,7 +527,7 @@ class RoundLoop:
                                      extra={"DLSCHED_CHECKPOINT_DIR": str(pdir / "checkpoints"),
                                             "DLSCHED_PROFILE_S": f"{self.options.profile_s:g}",
                                             "DLSCHED_REPORT_S": "1"})
-            mem.profiles[spec.job_id] = (gtype, int(g), now + self.options.profile_s)
+            mem.profiles[spec.job_id] = (gtype, int(g), now + self.options.profile_s + PROFILE_START_S)
             out.append((spec.job_id, spec, {"incarnation": 0, "batch_size": job.submission.batch_size}))
         updates.setdefault(job.id, {})["status"] = "profiling"
         events.append((job.id, "profiling", f"profiling on {', '.join(sorted(seen))}", {}))
