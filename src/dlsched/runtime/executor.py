@@ -411,7 +411,7 @@ def _local_auth_mode() -> None:
     service). The Ray is the service's own, started for the emulated nodes of one machine."""
     os.environ["RAY_AUTH_MODE"] = "disabled"
     try:
-        from ray._raylet import Config
+        from ray._raylet import Config  # type: ignore[attr-defined]
     except ImportError:
         return
     Config.initialize("")  # a Ray configuration read earlier in this process sees the mode too
