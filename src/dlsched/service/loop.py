@@ -82,6 +82,9 @@ class _Memory:
     launched_s: float | None = None
     #: Bytes of reports.jsonl consumed (None: not read from the database yet).
     offset: int | None = None
+    #: Not started again before this time: workers lost with their node may still be finishing a step and
+    #: a checkpoint; the next round reads it first, so the job resumes from the newest one.
+    hold_until: float = 0.0
     #: Profile runs in flight: executor key -> (GPU type, global GPU id, end time).
     profiles: dict[str, tuple[str, int, float]] = field(default_factory=dict)
 
@@ -274,6 +277,7 @@ class RoundLoop:
             return
         if placement is None:  # a node it ran on left the cluster
             self.executor.stop([job.id], grace_s=0.0)
+            mem.hold_until = now + 0.5 * self.options.round_s
             self._requeue(job, up, events, "lost", f"a node of its placement left the cluster; resumes from "
                           f"checkpoint step {up.get('last_checkpoint_step', job.last_checkpoint_step)}")
             return
@@ -292,6 +296,7 @@ class RoundLoop:
             return
         if not ranks or "lost" in states:
             self.executor.stop([job.id], grace_s=0.0)
+            mem.hold_until = now + 0.5 * self.options.round_s
             self._requeue(job, up, events, "lost", f"its workers were lost (node or process gone); resumes from "
                           f"checkpoint step {up.get('last_checkpoint_step', job.last_checkpoint_step)}")
             return
@@ -435,6 +440,8 @@ class RoundLoop:
         for job_id, (new, batch) in plans.items():
             job = jobs[job_id]
             up = updates.setdefault(job_id, {})
+            if new and self.memory.setdefault(job_id, _Memory()).hold_until > now:
+                continue  # lost with its node this round: placed again next round, from its newest checkpoint
             if not new:
                 if job_id in moving:
                     up.update(status="queued", placement={}, gpus=0, gpu_type=None,
