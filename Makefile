@@ -28,8 +28,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
+# Tests that start Ray share one xdist group (one worker, one after another). The whole run is interrupted
+# after 45 minutes so that a hang still ends with pytest's summary of what failed.
 test: lint typecheck
-	$(PY) -m pytest -n 2 --durations=15
+	timeout -s INT -k 120 2700 $(PY) -m pytest -n 2 --dist loadgroup --durations=25
 
 check: test
 

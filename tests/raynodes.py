@@ -22,13 +22,14 @@ class RayNodes:
     """A Ray head and worker nodes on this machine, each a ``ray start`` in a session of its own, so each can
     be killed alone and all are stopped without touching any other Ray on the machine."""
 
-    def __init__(self) -> None:
+    def __init__(self, resources: dict[str, float] | None = None) -> None:
         # every `ray start` below, and the drivers started from here, agree on the authentication: a head
         # turns tokens on by itself when ~/.ray holds one, a node joining it does not
         os.environ["RAY_AUTH_MODE"] = "disabled"
         self.head = ray_cluster.start_ray_node(
             ["--head", "--port", str(free_port()), "--include-dashboard=false", "--dashboard-port",
-             str(free_port()), "--system-config", json.dumps(FAST_HEALTH_CHECKS)], num_cpus=1)
+             str(free_port()), "--system-config", json.dumps(FAST_HEALTH_CHECKS),
+             *(["--resources", json.dumps(resources)] if resources else [])], num_cpus=1)
         self.nodes = [self.head]
         self.address = self.head.address
 

@@ -14,6 +14,9 @@ runner = CliRunner()
 pytest.importorskip("ray", reason="the runtime extra (Ray) is not installed")
 pytest.importorskip("torch", reason="the runtime extra (PyTorch) is not installed")
 
+#: Ray tests run one after another on one xdist worker (see tests/runtime/test_ray_runtime.py).
+pytestmark = pytest.mark.xdist_group("ray")
+
 TINY = """\
 jobs:
   - {job_id: a, model: mlp, gpus: 1, samples: 1024, epochs: 3}

@@ -26,7 +26,7 @@ DRIVER = HERE / "executor_driver.py"
 sys.path.insert(0, str(HERE))
 from executor_driver import NODES  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.xdist_group("ray")]
 
 
 def pid_alive(pid: int) -> bool:

@@ -21,7 +21,7 @@ from test_executor import RANK_PROGRAM, pid_alive, pids_of, wait_for  # noqa: E4
 
 from raynodes import RayNodes  # noqa: E402
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.xdist_group("ray")]
 
 @pytest.fixture(scope="module")
 def ray_nodes():

@@ -13,14 +13,17 @@ import pytest
 ray = pytest.importorskip("ray", reason="the runtime extra (Ray) is not installed")
 pytest.importorskip("torch", reason="the runtime extra (PyTorch) is not installed")
 
-from ray.cluster_utils import Cluster  # noqa: E402
-
 from dlsched.core import Decision, Placement  # noqa: E402
 from dlsched.policies import build_scheduler  # noqa: E402
-from dlsched.runtime.driver import RuntimeOptions, RuntimeRun  # noqa: E402
+from dlsched.runtime.driver import RuntimeJobFailed, RuntimeOptions, RuntimeRun  # noqa: E402
 from dlsched.runtime.training import load_checkpoint  # noqa: E402
 from dlsched.runtime.worker import node_resources  # noqa: E402
 from dlsched.runtime.workload import RuntimeTrace, load_cluster  # noqa: E402
+from raynodes import RayNodes  # noqa: E402
+
+#: Every test that starts Ray runs on one pytest-xdist worker, one after another: Ray clusters started side
+#: by side on a two-core machine starve each other's start-up and health checks.
+pytestmark = pytest.mark.xdist_group("ray")
 
 CLUSTER_YAML = """\
 name: two-node
@@ -36,13 +39,17 @@ def two_nodes(tmp_path_factory):
     path.write_text(CLUSTER_YAML)
     cluster = load_cluster(str(path))
     res = node_resources(cluster)
-    ray_cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": res[0]})
-    ray_cluster.add_node(num_cpus=1, resources=res[1])
-    ray.init(address=ray_cluster.address, include_dashboard=False, log_to_driver=False, logging_level="warning")
-    assert len([n for n in ray.nodes() if n["Alive"]]) == 2
-    yield cluster
-    ray.shutdown()
-    ray_cluster.shutdown()
+    # two `ray start` nodes, each in a temporary folder of its own with every port picked free, so no other
+    # Ray on the machine (another test's, a user's) shares a port or a session folder with them
+    nodes = RayNodes(resources=res[0])
+    try:
+        nodes.add(res[1])
+        ray.init(address=nodes.address, include_dashboard=False, log_to_driver=False, logging_level="warning")
+        assert len([n for n in ray.nodes() if n["Alive"]]) == 2
+        yield cluster
+    finally:
+        ray.shutdown()
+        nodes.shutdown()
 
 
 def assert_sampler_audit(history, samples: int) -> None:
@@ -144,6 +151,26 @@ def test_a_killed_worker_resumes_from_its_checkpoint(two_nodes, tmp_path: Path):
     # the round after the failure resumed from a checkpoint at or after the last completed round
     assert reports[1]["resumed_step"] >= reports[0]["step"]
     _check_jobs_resumed_exactly(result, trace, tmp_path)
+
+
+def test_a_job_that_keeps_failing_ends_the_run_with_its_name_and_reason(two_nodes, tmp_path: Path):
+    """A job whose worker dies every round does not keep the run going forever: past ``max_failures`` the run
+    stops with an error naming the job and what failed last."""
+    trace = _trace([{"job_id": "doomed", "model": "mlp", "gpus": 1, "samples": 8192, "epochs": 25,
+                     "adaptivity": "rigid"}])
+
+    def kill_every_round(round_no: int, run: RuntimeRun) -> None:
+        live = run.active.get("doomed")
+        if live is not None and live.pids:
+            pid = live.pids[-1]
+            threading.Timer(1.0, lambda: os.kill(pid, signal.SIGKILL)).start()
+
+    run = RuntimeRun(two_nodes, trace, build_scheduler("fifo", seed=0),
+                     RuntimeOptions(round_s=4.0, checkpoint_dir=tmp_path, max_failures=1),
+                     on_round=kill_every_round)
+    with pytest.raises(RuntimeJobFailed, match=r"job doomed failed 2 times \(max_failures 1\); last: a worker"):
+        run.run()
+    assert not run.active["doomed"].actors, "the failed job's workers are stopped"
 
 
 class StealSamples:

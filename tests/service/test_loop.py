@@ -25,7 +25,7 @@ from dlsched.service.server import service_scheduler  # noqa: E402
 from dlsched.service.spec import JobSubmission  # noqa: E402
 from dlsched.service.store import Store  # noqa: E402
 
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("ray")]
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ from servicekit import (  # noqa: E402
     wait_until,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.xdist_group("ray")]
 
 
 def _spec(tmp: Path, name: str, **fields: Any) -> Path:

@@ -26,6 +26,8 @@ GRID = {
                "synthetic:rate=6,hours=1,seed=3", "synthetic:rate=12,hours=0.5,seed=4"],
     "seeds": 2,
 }
+#: The grid runs on a local Ray: with every other Ray test, on one xdist worker (tests/runtime/test_ray_runtime.py).
+pytestmark = pytest.mark.xdist_group("ray")
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from dlsched.cli.common import Format, FormatOpt, WideOpt, app, guard, note, print_summaries
+from dlsched.cli.common import Format, FormatOpt, WideOpt, app, fail, guard, note, print_summaries
 from dlsched.cli.run_options import ForceOpt, SetOpt, parse_set
 from dlsched.core import InputError
 
@@ -43,7 +43,7 @@ def run_jobs(
 
     def go() -> None:
         from dlsched.outputs import check_output_dir
-        from dlsched.runtime.driver import RuntimeOptions
+        from dlsched.runtime.driver import RuntimeJobFailed, RuntimeOptions
         from dlsched.runtime.session import config_record, run, write_run_outputs
 
         if not 1.0 <= round_s <= 86400.0:
@@ -57,8 +57,11 @@ def run_jobs(
         options = RuntimeOptions(round_s=round_s, round_start="early" if round_start == "early" else "boundary",
                                  checkpoint_dir=checkpoint_dir, max_time_s=max_time_s)
         settings = parse_set(set_)
-        summary, result = run(cluster, trace, policy, settings=settings, seed=seed, address=address,
-                              options=options)
+        try:
+            summary, result = run(cluster, trace, policy, settings=settings, seed=seed, address=address,
+                                  options=options)
+        except RuntimeJobFailed as exc:
+            raise fail(exc, 1) from None
         if out_dir is not None:
             config = config_record(cluster, trace, policy, settings=settings, seed=seed, address=address,
                                    options=options, summary=summary)

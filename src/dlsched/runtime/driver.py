@@ -62,6 +62,14 @@ class RuntimeOptions:
     #: Local batch sizes profiling tries, as multiples of the job's initial batch.
     profile_multiples: tuple[int, ...] = (1, 2, 4)
     profile_steps: int = 2
+    #: Failed starts and lost workers a job may have before the run ends with an error: a job that can
+    #: never run (a node that cannot start its workers, a training script that always fails) must not keep
+    #: the run going round after round.
+    max_failures: int = 10
+
+
+class RuntimeJobFailed(RuntimeError):
+    """A job's workers failed more than ``RuntimeOptions.max_failures`` times; the message says why."""
 
 
 @dataclass
@@ -252,11 +260,12 @@ class RuntimeRun:
         for live in starting:
             try:
                 self._start(live)
-            except (self.ray.exceptions.GetTimeoutError, self.ray.exceptions.RayActorError) as exc:
-                # the placement group or a worker did not come up in time: the job waits for the next round
+            except self.ray.exceptions.RayError as exc:
+                # the placement group or a worker did not come up in time, or Ray cancelled an actor's
+                # creation: the job waits for the next round
                 log.warning("job %s could not start on its GPUs (%s); it waits for the next round",
                             live.job.job_id, type(exc).__name__)
-                self._lose(live)
+                self._lose(live, f"its workers did not start ({type(exc).__name__}: {exc})")
         for job_id in decision.profiles:
             self.active[job_id].profiling = True
         return restarts
@@ -303,10 +312,14 @@ class RuntimeRun:
             for i, bundle in enumerate(bundles)]
         live.pids = self.ray.get([a.pid.remote() for a in live.actors], timeout=self.options.grace_s)
 
-    def _lose(self, live: _Live) -> None:
-        """A job whose workers failed gives its GPUs back and waits; it resumes from its checkpoint."""
+    def _lose(self, live: _Live, why: str) -> None:
+        """A job whose workers failed gives its GPUs back and waits; it resumes from its checkpoint. Past
+        ``max_failures`` the run ends with :class:`RuntimeJobFailed` naming the job and the last reason."""
         live.failures += 1
         self._stop(live)
+        if live.failures > self.options.max_failures:
+            raise RuntimeJobFailed(f"job {live.job.job_id} failed {live.failures} times (max_failures "
+                                   f"{self.options.max_failures}); last: {' '.join(why.split())[:500]}")
         live.placement, live.batch_size, live.status = Placement.empty(), None, JobStatus.QUEUED
 
     def _stop(self, live: _Live) -> None:
@@ -332,7 +345,7 @@ class RuntimeRun:
                     if n > 1 else ""
             except (self.ray.exceptions.GetTimeoutError, self.ray.exceptions.RayActorError):
                 log.warning("job %s lost a worker before the round; it resumes next round", job_id)
-                self._lose(live)
+                self._lose(live, "a worker was lost before the round")
                 continue
             spec = _as_dict(live.train)
             mps = worker_mps_percent(live.mps_pct, live.gpu_share, n) if self.real_gpus else [None] * n
@@ -369,13 +382,14 @@ class RuntimeRun:
         ray = self.ray
         owner = {ref: job_id for job_id, refs in calls.items() for ref in refs}
         remaining = list(owner)
-        failed: set[str] = set()
+        failed: dict[str, str] = {}  # job -> why
         deadline = time.monotonic() + self.options.round_s + self.options.grace_s
         results: dict[Any, dict[str, Any]] = {}
         while remaining:
             ready, remaining = ray.wait(remaining, num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
             if not ready:
-                failed |= {owner[r] for r in remaining}
+                for r in remaining:
+                    failed.setdefault(owner[r], f"no report within the round and {self.options.grace_s:g} s grace")
                 break
             ref = ready[0]
             job_id = owner[ref]
@@ -385,7 +399,7 @@ class RuntimeRun:
                 if job_id not in failed:
                     log.warning("job %s lost a worker (%s); it resumes from its last checkpoint",
                                 job_id, type(exc).__name__)
-                    failed.add(job_id)
+                    failed[job_id] = f"a worker failed ({type(exc).__name__}: {exc})"
                     self._stop(self.active[job_id])  # the other ranks would wait for the dead one
         end = self.now()
         for job_id, refs in calls.items():
@@ -394,7 +408,7 @@ class RuntimeRun:
             gtype = self.cluster.gpu_type_of[live.placement.gpus[0]]
             if job_id in failed:
                 self._charge(live, n, gtype, end - t)
-                self._lose(live)
+                self._lose(live, failed[job_id])
                 continue
             report = results[refs[0]]
             # with the round's wall-clock length, which per-round overheads (start-up, checkpoints) make
