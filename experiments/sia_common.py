@@ -245,8 +245,9 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 def parser(description: str, default_workloads: int, name: str = "") -> argparse.ArgumentParser:
     """The common options; ``name`` is the experiment's (its result file is ``experiments/results/NAME.json``)."""
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--workloads", type=int, default=default_workloads,
-                   help=f"number of workloads per trace family (default {default_workloads})")
+    p.add_argument("--workloads", "--seeds", dest="workloads", type=int, default=default_workloads,
+                   help=f"number of workloads (trace seeds) per trace family (default {default_workloads}); "
+                        f"tables give the mean and standard deviation over them")
     p.add_argument("--workers", type=int, default=MAX_WORKERS, help="worker processes (at most 2)")
     p.add_argument("--force", action="store_true", help="re-run even cached runs")
     default = f"experiments/results/{name}.json" if name else "none"
