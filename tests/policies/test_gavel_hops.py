@@ -42,11 +42,14 @@ def job(name: str, k: int, wait_s: float) -> JobView:
                    profiled_types=("t4", "v100"), batch_limits=(256, 256))
 
 
-def leases(queue: str, jobs: list[JobView]) -> dict[str, tuple[str, ...]]:
-    """Job id -> the GPU types of the GPUs it got, for one round of ``gavel-hops`` under ``queue``."""
+def leases(queue: str, jobs: list[JobView], facts: dict | None = None) -> dict[str, tuple[str, ...]]:
+    """Job id -> the GPU types of the GPUs it got, for one round of ``gavel-hops`` under ``queue`` (``facts``
+    gets the allocation's explanation of each job)."""
     cluster = small_cluster((("t4", 1, 4), ("v100", 1, 4)))
     sched = with_estimator("gavel-hops", Throughputs(), queue=queue)
     d = sched.schedule(ClusterView(time_s=0.0, round_s=360.0, cluster=cluster, jobs=jobs))
+    if facts is not None:
+        facts.update({j.job_id: sched.allocation.facts_for(j.job_id) for j in jobs})
     return {k: tuple(sorted({cluster.gpu_type_of[g] for g in a.placement.gpus})) for k, a in d.allocations.items()}
 
 
@@ -55,8 +58,11 @@ QUEUE = [job("a", 4, 400.0), job("b", 3, 300.0), job("c", 2, 200.0), job("d", 1,
 
 
 def test_the_first_job_that_fits_nowhere_blocks_every_job_behind_it():
-    got = leases("strict", QUEUE)
+    facts: dict = {}
+    got = leases("strict", QUEUE, facts)
     assert set(got) == {"a", "b"}  # d would fit on t4's last GPU, but c is ahead of it and fits nowhere
+    assert facts["c"]["blocked_by"] == facts["d"]["blocked_by"] == "c"
+    assert "behind c" in facts["d"]["why"] and "blocked_by" not in facts["a"]
 
 
 def test_backfill_passes_over_the_job_that_fits_nowhere():

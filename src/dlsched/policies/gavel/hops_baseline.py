@@ -20,7 +20,7 @@ enters the queue, so it blocks nobody. Everything else (the LP, leases of ``leas
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dlsched.policies.gavel.allocation import GavelAllocation
 
@@ -38,6 +38,8 @@ class GavelHopsAllocation(GavelAllocation):
     queue: str = "strict"
     name: str = "gavel-hops"
     ordering: str = "latency-ratio"
+    #: The job that ended the last strict hand-out (it fits on no type's free GPUs), for explanations.
+    _blocker: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.queue not in QUEUES:
@@ -57,10 +59,25 @@ class GavelHopsAllocation(GavelAllocation):
             pairs.setdefault(i, []).append(g)
         left = dict(free)
         chosen: dict[int, str] = {}
+        ids = list(self.time_fractions)  # the LP's jobs, in the order the indices count
+        self._blocker = None
         for i, types in pairs.items():
             fits = next((g for g in types if gangs[i] <= left[g]), None)
             if fits is None:
+                self._blocker = ids[i] if i < len(ids) else None
                 break
             chosen[i] = fits
             left[fits] -= gangs[i]
         return chosen
+
+    def facts_for(self, job_id: str) -> dict[str, object] | None:
+        """Gavel's facts, and for a job without a lease behind (or at) the job that blocked the queue, why."""
+        facts = super().facts_for(job_id)
+        if facts is None or facts.get("lease") or self._blocker is None or self.queue != "strict":
+            return facts
+        if job_id == self._blocker:
+            why = "fits on no GPU type's free GPUs: the strict queue stops at it"
+        else:
+            why = f"behind {self._blocker} in the queue, which fits on no GPU type: the strict queue stops there"
+        gavel_why = str(facts.get("why", "")).split(";")[0]
+        return {**facts, "blocked_by": self._blocker, "why": f"{gavel_why}; {why}"}
