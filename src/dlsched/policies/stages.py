@@ -139,6 +139,10 @@ class SchedulerTraits:
     #: The engine calls ``schedule_more`` whenever a job completes inside a round (Hops's plans within a
     #: round); the new plans end with the round.
     plans_within_round: bool = False
+    #: With ``plans_within_round``: the engine also calls ``schedule_more`` when a profile ends inside a round
+    #: (the profiled job joins the waiting queue and is planned at once, Hops section 3.6), not only at the
+    #: next round.
+    plans_on_profile_end: bool = False
 
 
 class Admission(Protocol):
@@ -304,7 +308,9 @@ class StagedScheduler:
         return SchedulerTraits(rigid=self.allocation.traits.rigid, needs_oracle=self.allocation.needs_oracle(),
                                allows_packing=self.coordination.allows_packing,
                                needs_monitor=bool(getattr(self.coordination, "needs_monitor", False)),
-                               plans_within_round=self.allocation.traits.plans_within_round)
+                               plans_within_round=self.allocation.traits.plans_within_round,
+                               plans_on_profile_end=self.allocation.traits.plans_within_round
+                               and bool(getattr(self.allocation, "plan_on_profile_end", False)))
 
     def schedule(self, view: ClusterView) -> Decision:
         full = view

@@ -48,6 +48,7 @@ from dlsched.sim.job_records import job_records
 from dlsched.sim.job_state import JobState
 from dlsched.sim.metrics import FtfDefinition
 from dlsched.sim.records import JobRecord, RoundRecord, Segment
+from dlsched.sim.round_records import PendingRound, round_record, settle_waiting_queue
 from dlsched.world.base import AdaptiveJobPhysics, JobPhysics, Rate, World, slowed
 from dlsched.world.sharing import JobSharing
 
@@ -132,6 +133,8 @@ class Engine:
         self._holders = GpuHolders(cluster)
         #: Wall seconds per phase so far (:data:`PHASES`).
         self.phase_s: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+        #: Each round's record with the jobs that waited unprofiled then (:mod:`dlsched.sim.round_records`).
+        self._pending_rounds: list[PendingRound] = []
 
     def physics_of(self, job_id: str) -> JobPhysics:
         """The world's physics of a job (for the simulator's oracle adapter only; never for policies)."""
@@ -215,7 +218,10 @@ class Engine:
             restarts = self._apply(decision, t_apply)
             c4 = time.perf_counter()
             profiles_running = self._profiles_running(t_apply)
-            record = self._round_record(round_no, t, policy_s, restarts, profiles_running)
+            record, unprofiled = round_record(round_no, t, policy_s, restarts, profiles_running,
+                                              holders=self._holders, cluster=self.cluster, active=self.active)
+            if unprofiled:
+                self._pending_rounds.append((record, unprofiled))
             record.info = {k: float(v) for k, v in decision.info.items()}
             c5 = time.perf_counter()
             self._advance_round(t_apply, t_end)
@@ -242,6 +248,8 @@ class Engine:
         for st in list(self.active.values()):
             self._close_segment(st, min(end_t, t))
         c0 = time.perf_counter()
+        settle_waiting_queue(self._pending_rounds, {st.job.job_id for st in [*self.done, *self.active.values()]
+                                                    if st.queue_entry_s is not None})
         records = job_records([*self.done, *self.active.values(), *self.pending[next_pending:]], end_t,
                               self.rounds, self.cluster, cfg.round_s, cfg.ftf)
         self.phase_s["job_records"] += time.perf_counter() - c0
@@ -266,13 +274,20 @@ class Engine:
 
     def _advance_round(self, t: float, t_end: float) -> None:
         """Advance to the round's end. A scheduler that plans inside a round (Hops) plans again at each
-        completion that frees GPUs, on a view of that moment; its plans end with the round."""
+        completion that frees GPUs and, when its traits say ``plans_on_profile_end``, at each end of a profile
+        (the job joins the waiting queue then, section 3.1), on a view of that moment; its plans end with the
+        round."""
         more = getattr(self.scheduler, "schedule_more", None)
         if not self.traits.plans_within_round or more is None:
             self._advance(t, t_end)
             return
+        on_profile_end = self.traits.plans_on_profile_end
         for _ in range(MAX_PLANS_PER_ROUND):
             t_next = self._next_completion(t, t_end)
+            if on_profile_end:
+                t_profile = self._next_profile_end(t, t_end)
+                if t_profile is not None and (t_next is None or t_profile < t_next):
+                    t_next = t_profile
             if t_next is None:
                 break
             self._advance(t, t_next)
@@ -281,6 +296,11 @@ class Engine:
             self._check(decision, t)
             self._apply(decision, t)
         self._advance(t, t_end)
+
+    def _next_profile_end(self, t: float, t_end: float) -> float | None:
+        """The earliest time in (t, t_end) at which a profile ends, or None."""
+        ends = [s.job.profiling_until_s for s in self.active.values() if t < s.job.profiling_until_s < t_end]
+        return min(ends) if ends else None
 
     def _next_completion(self, t: float, t_end: float) -> float | None:
         """The earliest time in (t, t_end) at which a running job completes, or None."""
@@ -368,6 +388,8 @@ class Engine:
         j.profiling_until_s = t + duration
         j.profile_placement = placement
         st.profile_s += duration
+        if st.queue_entry_s is None:  # the job joins the waiting queue when its first profile ends
+            st.queue_entry_s, st.service_at_entry_s = t + duration, j.attained_service_s + duration
         j.status = JobStatus.PROFILING
         types = sorted({self.cluster.gpu_type_of[g] for g in placement.gpus})
         j.profiled_types = tuple(sorted(set(j.profiled_types) | set(types)))
@@ -537,20 +559,3 @@ class Engine:
         if got is None:
             got = self._grad_cache[key] = self.world.efficiency.grad_stats(model, progress, batch_size=batch)
         return got
-
-    # -- records -------------------------------------------------------------------------------------
-    def _round_record(self, round_no: int, t: float, policy_s: float, restarts: int,
-                      profiles: dict[str, Placement]) -> RoundRecord:
-        # GPUs held come from the holder index (kept on placement changes), GPUs of every profile still
-        # running on top (those started this round and those that outlast an earlier one)
-        running = self._holders.running
-        per_type = self._holders.used_by_type(g for placement in profiles.values() for g in placement.gpus)
-        by_type = {tn: int(per_type[i]) for i, tn in enumerate(self.cluster.type_names)}
-        allocated = int(per_type.sum())
-        idle = self.cluster.num_gpus - allocated
-        queue = len(self.active) - running
-        profiling = sum(1 for s in self.active.values() if not s.job.placement and s.job.profiling_until_s > t)
-        return RoundRecord(round=round_no, time_s=t, allocated_gpus=allocated, idle_gpus=idle,
-                           fragments=idle if queue > 0 else 0, queue_len=queue, running_jobs=running,
-                           active_jobs=len(self.active), policy_s=policy_s, restarts=restarts,
-                           gpus_by_type=by_type, profiling_jobs=profiling)

@@ -1,6 +1,11 @@
 """The per-job records a run ends with: times, GPU use, restarts, and the fairness readings that need the
 whole run (finish-time fairness against the run's average contention, Hops's latency ratio).
 
+Two waiting times: ``wait_s`` counts from submission (every scheduler's, service attained subtracted),
+``queue_wait_s`` from the moment the job entered the waiting queue (Hops section 3.1: when its first profile
+ends; on submission for a job never profiled). The latency ratio is the latter over eq. 9's expected run time
+(the paper's definition); ``latency_ratio_submit`` keeps the former over the same time.
+
 Computed once, when the engine stops; apart from the engine because it only reads what the run left.
 """
 
@@ -38,12 +43,14 @@ def job_records(states: Iterable[JobState], end_t: float, rounds: Sequence[Round
         else:
             stop = j.finish_time_s if j.finish_time_s is not None else end_t
             wait = max(0.0, stop - spec.submit_time_s - j.attained_service_s)
+        queue_wait = _queue_wait(st, end_t) if st.queue_entry_s is not None else wait
         ideal = st.phys.ideal_runtime_s()
         rec = JobRecord(job_id=spec.job_id, model=spec.model, user=spec.user, adaptivity=str(spec.adaptivity),
                         requested_gpus=spec.num_gpus, submit_s=spec.submit_time_s, start_s=j.start_time_s,
                         finish_s=j.finish_time_s, wait_s=wait, gpu_s=j.attained_gpu_s, restarts=j.restarts,
                         moves=j.moves, restart_gpu_s=j.restart_gpu_s, deadline_s=spec.deadline_s, ideal_runtime_s=ideal,
-                        gpu_s_by_type=dict(j.gpu_s_by_type), shared_gpu_s=st.shared_gpu_s)
+                        gpu_s_by_type=dict(j.gpu_s_by_type), shared_gpu_s=st.shared_gpu_s,
+                        queue_wait_s=queue_wait)
         if j.finish_time_s is not None:
             jct = j.finish_time_s - spec.submit_time_s
             n_avg = contention(spec.submit_time_s, j.finish_time_s)
@@ -64,7 +71,17 @@ def job_records(states: Iterable[JobState], end_t: float, rounds: Sequence[Round
                 rec.ftf_by_reading[reading.label] = rho
             rec.ftf = rec.ftf_by_reading[ftf.label]
             age = st.phys.expected_runtime_s()
-            rec.latency_ratio = wait / age if age > 0 and math.isfinite(age) else None
-            rec.latency_ratio_best = wait / ideal if ideal > 0 and math.isfinite(ideal) else None
+            if age > 0 and math.isfinite(age):
+                rec.latency_ratio, rec.latency_ratio_submit = queue_wait / age, wait / age
+            rec.latency_ratio_best = queue_wait / ideal if ideal > 0 and math.isfinite(ideal) else None
         out.append(rec)
     return out
+
+
+def _queue_wait(st: JobState, end_t: float) -> float:
+    """Seconds the job waited in the waiting queue: from its entry (its first profile's end) to its finish
+    (or ``end_t``), less the service it attained meanwhile (running, restoring, further profiles)."""
+    j = st.job
+    entry = st.queue_entry_s if st.queue_entry_s is not None else j.spec.submit_time_s
+    stop = j.finish_time_s if j.finish_time_s is not None else end_t
+    return max(0.0, stop - entry - (j.attained_service_s - st.service_at_entry_s))

@@ -35,3 +35,8 @@ class JobState:
     shared_gpu_s: float = 0.0
     #: Place in submission order (the order the active set iterates in).
     order: int = 0
+    #: When the job entered the waiting queue: the end of its first profile (Hops section 3.1); None for a
+    #: job never profiled, which waits from its submission.
+    queue_entry_s: float | None = None
+    #: The job's attained service at that moment (its profile included): service after it is not waiting.
+    service_at_entry_s: float = 0.0

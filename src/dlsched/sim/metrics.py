@@ -71,6 +71,7 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "p99_jct_s",
     "makespan_s",
     "avg_wait_s",
+    "avg_queue_wait_s",
     "gpu_hours_per_job",
     "utilization",
     "restarts_per_job",
@@ -80,6 +81,8 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "latency_ratio_max",
     "latency_ratio_avg",
     "latency_ratio_best_max",
+    "latency_ratio_submit_max",
+    "latency_ratio_submit_avg",
     "raqlr",
     "raqlr_max",
     "fragments_per_round",
@@ -94,13 +97,13 @@ SUMMARY_KEYS: tuple[str, ...] = (
 JOB_COLUMNS: tuple[str, ...] = (
     "job_id", "model", "user", "adaptivity", "requested_gpus", "submit_s", "start_s", "finish_s", "jct_s",
     "wait_s", "gpu_s", "restarts", "moves", "restart_gpu_s", "deadline_s", "ideal_runtime_s", "ftf",
-    "latency_ratio",
+    "latency_ratio", "queue_wait_s", "latency_ratio_submit",
 )
 
 #: Fixed columns of :func:`rounds_frame` (``gpus_<type>`` columns follow, one per GPU type seen).
 ROUND_COLUMNS: tuple[str, ...] = (
     "round", "time_s", "allocated_gpus", "idle_gpus", "fragments", "queue_len", "running_jobs", "active_jobs",
-    "policy_s", "restarts", "profiling_jobs",
+    "policy_s", "restarts", "profiling_jobs", "awaiting_profile",
 )
 
 #: Slack when comparing a finish time to a deadline, so float noise in the engine's clock does not turn a
@@ -412,9 +415,14 @@ def summarize(jobs: list[JobRecord], rounds: list[RoundRecord], *, num_gpus: int
       counts every checkpoint-restore the engine charges, those moves included.
     * ``utilization``: see :func:`_utilization` (jobs' GPU-seconds when all finished, else the rounds).
     * ``ftf_unfair_frac`` = share of completed jobs *with an ftf value* whose rho > 1 (Sia's unfair job
-      fraction); ``latency_ratio_*`` over jobs with a latency ratio (Hops eqs. 6 and 9: wait over the run
-      time expected over GPU types at the mean requirement); ``latency_ratio_best_max`` is the largest wait
-      over the best type's run time at the request; None when there are none.
+      fraction); ``latency_ratio_*`` over jobs with a latency ratio (Hops eqs. 6 and 9: the wait in the
+      waiting queue, ``JobRecord.queue_wait_s``, over the run time expected over GPU types at the mean
+      requirement); ``latency_ratio_best_max`` is the largest such wait over the best type's run time at the
+      request; ``latency_ratio_submit_*`` count the wait from submission instead (``wait_s``, the earlier
+      definition); None when there are none. ``avg_queue_wait_s`` averages ``queue_wait_s`` over all jobs.
+    * ``fragments_per_round``: idle GPUs after a round's first plan while any job is not running (jobs being
+      profiled or waiting for their profile included); ``fragments_waiting_per_round``: the Hops paper's
+      count, idle GPUs while a job of the waiting queue is unassigned (``RoundRecord.fragments_waiting``).
     * ``raqlr`` and ``raqlr_max``: mean and largest of Hops's recent average queue latency ratio
       (:func:`raqlr_series`, window :data:`RAQLR_WINDOW_S`) over the completions; None without any.
     * ``deadline_met_frac`` = share of jobs with a deadline that finished by it (an unfinished job missed
@@ -436,6 +444,8 @@ def summarize(jobs: list[JobRecord], rounds: list[RoundRecord], *, num_gpus: int
     ftfs = [j.ftf for j in done if j.ftf is not None]
     lrs = [j.latency_ratio for j in jobs if j.latency_ratio is not None]
     lrs_best = [j.latency_ratio_best for j in jobs if j.latency_ratio_best is not None]
+    lrs_submit = [j.latency_ratio_submit for j in jobs if j.latency_ratio_submit is not None]
+    queue_waits = [j.wait_s if j.queue_wait_s is None else j.queue_wait_s for j in jobs]
     raqlr = raqlr_series(jobs, RAQLR_WINDOW_S)
     with_deadline = [j for j in jobs if j.deadline_s is not None]
     met = sum(1 for j in with_deadline
@@ -450,6 +460,7 @@ def summarize(jobs: list[JobRecord], rounds: list[RoundRecord], *, num_gpus: int
         "p99_jct_s": _pct(jcts, 99),
         "makespan_s": makespan,
         "avg_wait_s": _mean([j.wait_s for j in jobs]),
+        "avg_queue_wait_s": _mean(queue_waits),
         "gpu_hours_per_job": float(sum(j.gpu_s for j in jobs) / 3600.0 / n_jobs) if n_jobs else None,
         "utilization": utilization,
         "restarts_per_job": float(sum(j.restarts - j.moves for j in jobs) / n_jobs) if n_jobs else None,
@@ -459,6 +470,8 @@ def summarize(jobs: list[JobRecord], rounds: list[RoundRecord], *, num_gpus: int
         "latency_ratio_max": _f(max(lrs)) if lrs else None,
         "latency_ratio_avg": _mean(lrs),
         "latency_ratio_best_max": _f(max(lrs_best)) if lrs_best else None,
+        "latency_ratio_submit_max": _f(max(lrs_submit)) if lrs_submit else None,
+        "latency_ratio_submit_avg": _mean(lrs_submit),
         "raqlr": _mean(raqlr) if raqlr else None,
         "raqlr_max": _f(max(raqlr)) if raqlr else None,
         "fragments_per_round": _mean([r.fragments for r in rounds]),
@@ -520,6 +533,7 @@ def jobs_frame(jobs: Sequence[JobRecord]) -> pd.DataFrame:
             "finish_s": j.finish_s, "jct_s": j.jct_s, "wait_s": j.wait_s, "gpu_s": j.gpu_s,
             "restarts": j.restarts, "moves": j.moves, "restart_gpu_s": j.restart_gpu_s, "deadline_s": j.deadline_s,
             "ideal_runtime_s": j.ideal_runtime_s, "ftf": j.ftf, "latency_ratio": j.latency_ratio,
+            "queue_wait_s": j.queue_wait_s, "latency_ratio_submit": j.latency_ratio_submit,
         }
         for t in types:
             row[f"gpu_s_{t}"] = float(j.gpu_s_by_type.get(t, 0.0))

@@ -29,10 +29,13 @@ class JobRecord:
     ideal_runtime_s: float
     #: Finish-time fairness rho (Sia eq. 3.6) and latency ratio (Hops); None for unfinished jobs.
     ftf: float | None = None
-    #: Hops's latency ratio (eqs. 6 and 9): wait over the expected run time averaged over GPU types.
+    #: Hops's latency ratio (eqs. 6 and 9): ``queue_wait_s`` (the wait in the waiting queue, section 3.1) over
+    #: the expected run time averaged over GPU types.
     latency_ratio: float | None = None
-    #: Wait over ``ideal_runtime_s`` (the best type's run time at the request): a stricter reading.
+    #: ``queue_wait_s`` over ``ideal_runtime_s`` (the best type's run time at the request): a stricter reading.
     latency_ratio_best: float | None = None
+    #: The latency ratio with the wait counted from submission (``wait_s``), the earlier definition.
+    latency_ratio_submit: float | None = None
     gpu_s_by_type: dict[str, float] = field(default_factory=dict)
     #: Part of ``gpu_s`` spent on GPUs another job held at the same time (packing): such a GPU-second is in
     #: both jobs' ``gpu_s``, so cluster utilisation counts it once.
@@ -42,6 +45,9 @@ class JobRecord:
     #: Of ``restarts`` (every checkpoint-restore charged), the moves to other GPUs with the same GPU type and
     #: per-node counts, which Sia's artifact and thesis do not count as restarts (``restarts_per_job``).
     moves: int = 0
+    #: Seconds waited since entering the waiting queue (the end of the job's first profile; submission for a
+    #: job never profiled), service attained since subtracted; None where the run did not record it.
+    queue_wait_s: float | None = None
 
     @property
     def jct_s(self) -> float | None:
@@ -71,12 +77,19 @@ class RoundRecord:
     #: Jobs of ``queue_len`` that hold GPUs for profiling instead of waiting for them (Hops's profiling queue
     #: is not its waiting queue): ``fragments_waiting`` leaves them out.
     profiling_jobs: int = 0
+    #: Jobs of ``queue_len`` neither running nor being profiled that wait for their first profile (Hops's
+    #: profiling queue: they are profiled later in the run); set when the run ends
+    #: (:func:`dlsched.sim.round_records.settle_waiting_queue`). A job a scheduler never profiles is in the
+    #: waiting queue from its arrival.
+    awaiting_profile: int = 0
 
     @property
     def fragments_waiting(self) -> int:
-        """Idle GPUs while a job that is neither running nor being profiled waits, else 0 (the Hops paper's
-        count: "idle GPUs in the cluster when there are unassigned jobs after each round of scheduling")."""
-        return self.idle_gpus if self.queue_len - self.profiling_jobs > 0 else 0
+        """Idle GPUs while a job of the waiting queue (section 3.1: a job enters it when its profile ends, or on
+        arrival when it is never profiled) is unassigned, else 0: the Hops paper's count, "idle GPUs in the
+        cluster when there are unassigned jobs after each round of scheduling". Jobs being profiled and jobs
+        still waiting for their profile are not in the waiting queue."""
+        return self.idle_gpus if self.queue_len - self.profiling_jobs - self.awaiting_profile > 0 else 0
 
 
 @dataclass(slots=True)

@@ -147,7 +147,7 @@ def _fmt(x: Any) -> str:
 #: How the report shows a summary key people read as a time: (unit shown, divisor of the seconds).
 _TIME_UNITS: dict[str, tuple[str, float]] = {
     "avg_jct_s": ("h", 3600.0), "p50_jct_s": ("h", 3600.0), "p99_jct_s": ("h", 3600.0),
-    "makespan_s": ("h", 3600.0), "avg_wait_s": ("min", 60.0),
+    "makespan_s": ("h", 3600.0), "avg_wait_s": ("min", 60.0), "avg_queue_wait_s": ("min", 60.0),
     "policy_time_median_s": ("ms", 1e-3), "policy_time_p99_s": ("ms", 1e-3), "sim_wall_s": ("s", 1.0),
 }
 

@@ -237,6 +237,19 @@ class GavelAllocation(EstimatingAllocation):
             out[i] = total
         return out
 
+    def _hand_out(self, ranked: list[tuple[int, str]], gangs: list[int], free: dict[str, int]) -> dict[int, str]:
+        """Leases for ``ranked`` (job index, GPU type) pairs, best first: each job at most once, on the first of
+        its pairs whose type still has its whole gang (``gangs[i]`` GPUs) free; a job that fits nowhere is
+        passed over and later jobs may still take GPUs (Gavel's greedy). Job index -> type."""
+        left = dict(free)
+        chosen: dict[int, str] = {}
+        for i, g in ranked:
+            if i in chosen or gangs[i] > left[g]:
+                continue
+            chosen[i] = g
+            left[g] -= gangs[i]
+        return chosen
+
     def _profile(self, view: ClusterView, free: dict[str, int], plan: Plan, *, new_only: bool) -> None:
         """Profile jobs on one free gang of each GPU type they have not been measured on.
 
@@ -324,14 +337,7 @@ class GavelAllocation(EstimatingAllocation):
                 first = float(queue.get(j.job_id, len(queue))) if queue is not None else -prio
                 entries.append((first, -x[i, k], j.spec.submit_time_s, -rank[g], i, g))
         entries.sort()
-        left = dict(free)
-        chosen: dict[int, str] = {}
-        for _, _, _, _, i, g in entries:
-            k = jobs[i].spec.num_gpus
-            if i in chosen or k > left[g]:
-                continue
-            chosen[i] = g
-            left[g] -= k
+        chosen = self._hand_out([(i, g) for *_, i, g in entries], [j.spec.num_gpus for j in jobs], free)
         order = sorted(chosen, key=lambda i: (-jobs[i].spec.num_gpus, jobs[i].spec.submit_time_s, jobs[i].job_id))
         leases = {jobs[i].job_id: chosen[i] for i in order}
         for job_id, g in leases.items():  # every lease fits its type's free GPUs, so placement serves it

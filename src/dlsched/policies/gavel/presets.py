@@ -11,17 +11,24 @@ Gavel's scheduler and the Sia artifact's Gavel assign workers, :mod:`dlsched.pol
 LP defaults are Gavel's code (:mod:`dlsched.policies.gavel.lp`). Gavel runs jobs rigidly; pair it with
 TunedJobs (``--trace sia-philly:1@tuned``) as the thesis does. The preset's rounds are Gavel's
 360 s leases.
+
+The ``gavel-hops`` allocation is the Hops paper's Gavel baseline (:mod:`dlsched.policies.gavel.hops_baseline`);
+its preset is registered with Hops's (:mod:`dlsched.policies.hops.presets`), after the latency-ratio queue.
 """
 
 from __future__ import annotations
 
 from dlsched.policies.gavel.allocation import GavelAllocation
+from dlsched.policies.gavel.hops_baseline import GavelHopsAllocation
 from dlsched.policies.gavel.placement import GavelLeasePlacement
 from dlsched.policies.registry import SchedulerEntry, register_scheduler, register_stage
 
 register_stage("allocation", "gavel", GavelAllocation,
                "Gavel: heterogeneity-aware LP over time fractions per GPU type, priorities from time "
                "received, leases of lease_s seconds, rigid jobs")
+register_stage("allocation", "gavel-hops", GavelHopsAllocation,
+               "The Hops paper's Gavel: Gavel's LP and leases handed out in the latency-ratio queue's order, "
+               "strictly (the first job that fits on no GPU type blocks those behind it), each gang on one type")
 register_stage("placement", "gavel-lease", GavelLeasePlacement,
                "Gavel's lease placement: a job staying on its type keeps its free GPUs, the others are packed "
                "on few nodes in the allocation's order (biggest gangs first); assign=in-order assigns GPUs as "

@@ -22,8 +22,10 @@ One round:
 4. **Plans within the round.** GPUs the first plan leaves idle while jobs wait are planned again at once
    (``fill_at_round_start``: the jobs it left out, their window over the GPUs left), until a plan places
    nobody; and when a job completes inside the round, the engine asks for another plan
-   (:meth:`HopsAllocation.allocate_more`): running jobs keep their GPUs, and the waiting jobs of the window
-   over the idle GPUs are planned onto them by the same ILP; these plans end with the round. Such a plan is
+   (:meth:`HopsAllocation.allocate_more`), and likewise when a job's profile ends inside the round
+   (``plan_on_profile_end``: the job has just joined the waiting queue): running jobs keep their GPUs, and
+   the waiting jobs of the window over the idle GPUs are planned onto them by the same ILP; these plans end
+   with the round. Such a plan is
    for fragments, so the **sensitivity adjustment** widens its window first (:func:`~dlsched.policies.hops.window.sensitivity_adjustment`);
    the jobs it brings in return to their places in the next round's queue, which is ordered afresh.
    ``multi_plan=off`` and ``sensitivity_adjustment=off`` switch these parts off for ablations.
@@ -110,6 +112,10 @@ class HopsAllocation(EstimatingAllocation):
     #: With ``multi_plan``: plan the GPUs the round's first plan leaves idle at once, as plans for fragments
     #: (section 3.6); off: the extra plans come only at completions (the earlier reading).
     fill_at_round_start: bool = True
+    #: With ``multi_plan``: the engine asks for another plan when a job's profile ends inside a round, so the
+    #: job is planned then (section 3.6 plans "as long as there are available resources"); off: a profiled job
+    #: waits for the next round (the earlier behaviour).
+    plan_on_profile_end: bool = True
     #: Relative MILP gap (the paper: 0.05%).
     mip_rel_gap: float = ranged(5e-4, 0.0, 1.0)
     #: Branch-and-bound nodes per solve: the work limit that ends a long solve at the same point on every

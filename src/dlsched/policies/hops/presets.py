@@ -5,10 +5,14 @@ finish-time-fairness``). The ``latency-ratio`` ordering is usable under other sc
 latency-ratio``, ``--policy gavel --ordering latency-ratio``, as the Hops paper runs its baselines).
 ``--set`` keys of the allocation: ``lambda_fairness`` (1), ``sensitivity_threshold`` (1.4),
 ``service_window`` (on), ``sensitivity_adjustment`` (on), ``multi_plan`` (on), ``fill_at_round_start`` (on),
-``server_classes`` (on),
+``plan_on_profile_end`` (on), ``server_classes`` (on),
 ``server_tolerance`` (0.01), ``solver`` (auto), ``round_gap`` (0.01), ``mip_rel_gap``, ``mip_node_limit`` (2000),
 ``time_limit_s`` (60);
 of the ordering: ``refresh_s`` (30 s).
+
+``gavel-hops`` is the paper's Gavel baseline (:mod:`dlsched.policies.gavel.hops_baseline`): Gavel's LP and
+leases under the latency-ratio queue, handed out strictly in its order (``--set queue=backfill`` passes over a
+job that fits nowhere, as ``gavel --ordering latency-ratio`` does).
 """
 
 from __future__ import annotations
@@ -33,3 +37,8 @@ register_scheduler("hops", SchedulerEntry(
     description="Hops (SoCC'24): latency-ratio queue, service window, location-specific configurations, "
                 "priority-weighted ILP (HiGHS)",
     ordering="latency-ratio", allocation="hops", placement="hops", round_s=60.0))
+
+register_scheduler("gavel-hops", SchedulerEntry(
+    description="The Hops paper's Gavel baseline (SoCC'24, section 4): Gavel's LP and 360 s leases under Hops's "
+                "latency-ratio queue, strict in-order (head-of-line blocking), each rigid gang on one GPU type",
+    ordering="latency-ratio", allocation="gavel-hops", placement="gavel-lease", round_s=360.0))
