@@ -12,6 +12,7 @@ weighting (``lambda_fairness=0``, throughput alone), the plans inside a round an
 from __future__ import annotations
 
 import sia_common as sc
+from hops_common import RESTART_METRIC, restart_cost
 
 CLUSTER = "hops-64"
 #: (tag, policy, settings): the rows of the table.
@@ -31,7 +32,7 @@ PAPER = {"Hops": ("9.51", "3.2", "0.95", "0.37", "0.15"), "Sia": ("11.68", "4.41
 METRICS = [("makespan_s", "makespan (h)", 3600.0, "{:.2f}"), ("avg_jct_s", "avg JCT (h)", 3600.0, "{:.2f}"),
            ("avg_wait_s", "avg wait (h)", 3600.0, "{:.2f}"), ("latency_ratio_max", "max LR", 1.0, "{:.2f}"),
            ("fragments_per_round", "fragments/round", 1.0, "{:.2f}"), ("raqlr", "RAQLR", 1.0, "{:.3f}"),
-           ("restarts_per_job", "restarts/job", 1.0, "{:.1f}")]
+           ("restarts_per_job", "restarts/job", 1.0, "{:.1f}"), RESTART_METRIC]
 
 
 def tables(data: dict) -> dict[str, str]:
@@ -52,7 +53,7 @@ def main() -> None:
     p = sc.parser(__doc__.splitlines()[0], default_workloads=3, name="hops_table3")
     args = p.parse_args()
     specs = [sc.spec(policy, CLUSTER, f"hops-table3:seed={w}", settings=settings, seed=w, tuned=False, tag=tag,
-                     ordering=None if policy == "hops" else "latency-ratio")
+                     ordering=None if policy == "hops" else "latency-ratio", extract=restart_cost)
              for w in range(1, args.workloads + 1) for tag, policy, settings in ROWS]
     records = sc.run_all(specs, workers=args.workers, force=args.force)
     sc.finish("hops_table3", args, records, tables)

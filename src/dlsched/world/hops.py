@@ -38,6 +38,8 @@ import numpy as np
 
 from dlsched.core import InputError, JobSpec, Placement
 from dlsched.world.base import JobPhysics, Rate, World, register_physics
+from dlsched.world.calibration import calibration
+from dlsched.world.config import WorldConfig
 from dlsched.world.hops_draws import IterationShape, ServerLoad, draw_iterations, expected_iteration
 from dlsched.world.hops_params import (
     CACHE_SHARE,
@@ -64,7 +66,7 @@ from dlsched.world.hops_params import (
 from dlsched.world.throughput import ThroughputModel
 
 __all__ = ["GPUS", "HOSTS", "MODELS", "NOMINAL_HOST", "REFERENCE_GPU", "HopsGpu", "HopsHost", "HopsJobPhysics",
-           "HopsModel", "HopsPhysics", "hops_job_physics", "is_hops_job"]
+           "HopsModel", "HopsPhysics", "hops_job_physics", "is_hops_job", "restart_delay_s"]
 
 
 def is_hops_job(spec: JobSpec) -> bool:
@@ -79,6 +81,14 @@ def hit_chance(job_id: str, model: str, host: str) -> float:
     base = min(P_HIT_MAX, CACHE_SHARE * HOSTS[host].memory_gb / data.size_gb)
     jitter = np.random.default_rng(zlib.crc32(f"{job_id}|{host}".encode())).standard_normal()
     return float(min(P_HIT_MAX, max(0.0, base + P_HIT_JOB_SD * jitter)))
+
+
+def restart_delay_s(model: str, config: WorldConfig) -> float:
+    """Seconds a Hops job of ``model`` pays on every (re)start: the checkpoint-restore delay every world
+    charges (:meth:`ThroughputModel.restart_delay_s`, the table's default for a model it does not list),
+    through the calibration profile, times ``restart_delay_scale``."""
+    fitted = ThroughputModel.load().restart_delay_s(model)
+    return calibration(config.calibration).restart_delay_s(model, fitted) * config.restart_delay_scale
 
 
 class HopsPhysics:
@@ -209,8 +219,7 @@ class HopsJobPhysics(JobPhysics):
                     for t, ids in world.cluster.nodes_of_type.items()}
         self.hops = HopsPhysics(spec, world.throughput, per_node)
         self.total_work = self.hops.total_samples()
-        fitted = world.throughput.restart_delay_s(spec.model)
-        self.restart_delay_s = world.calibration.restart_delay_s(spec.model, fitted) * world.config.restart_delay_scale
+        self.restart_delay_s = restart_delay_s(spec.model, world.config)
         self.perf_class = world.speeds.class_of(spec.model)
         #: What the job's profiler draws its reported iterations with (seeded by the job: runs reproduce).
         self.rng = np.random.default_rng(zlib.crc32(f"hops-report|{spec.job_id}".encode()))
