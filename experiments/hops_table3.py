@@ -45,7 +45,7 @@ def tables(data: dict) -> dict[str, str]:
         out.append(row)
         paper = PAPER.get(row[0].split(" ")[0])
         if paper is not None and row[0] in ("Hops", "Sia (bootstrap)", "Gavel"):
-            out.append([f"{row[0].split(' ')[0]}, paper", "-", *paper, "-", "-"])
+            out.append([f"{row[0].split(' ')[0]}, paper", "-", *paper, *["-"] * (len(header) - 2 - len(paper))])
     return {"summary": sc.table(header, out)}
 
 
