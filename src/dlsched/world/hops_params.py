@@ -165,7 +165,7 @@ SIGMA_SYNC = 0.2
 UPDATE_BYTES_PER_PARAM = 12.0
 UPDATE_MAX_SHARE = 0.2
 #: Iterations a job's profiler plugin times per report; at most this many data-loading times go with it.
-ITERATIONS_PER_REPORT = 8
+ITERATIONS_PER_REPORT = 64
 LOADS_PER_REPORT = 8
 #: Draws of the fixed sample bank over which the world's expected iteration time is taken.
 TRUTH_DRAWS = 2048
