@@ -11,6 +11,7 @@ no profiling), which the Table 3 experiment's first results used.
 from __future__ import annotations
 
 import sia_common as sc
+from hops_common import RESTART_METRIC, restart_cost
 
 CLUSTER = "hops-64"
 #: (tag, settings of the hops allocation): the rows of the table.
@@ -22,7 +23,7 @@ ROWS: tuple[tuple[str, dict[str, str]], ...] = (
 METRICS = [("makespan_s", "makespan (h)", 3600.0, "{:.2f}"), ("avg_jct_s", "avg JCT (h)", 3600.0, "{:.2f}"),
            ("avg_wait_s", "avg wait (h)", 3600.0, "{:.2f}"), ("latency_ratio_max", "max LR", 1.0, "{:.2f}"),
            ("fragments_per_round", "fragments/round", 1.0, "{:.2f}"),
-           ("restarts_per_job", "restarts/job", 1.0, "{:.1f}")]
+           ("restarts_per_job", "restarts/job", 1.0, "{:.1f}"), RESTART_METRIC]
 
 
 def tables(data: dict) -> dict[str, str]:
@@ -34,7 +35,8 @@ def tables(data: dict) -> dict[str, str]:
 def main() -> None:
     p = sc.parser(__doc__.splitlines()[0], default_workloads=3, name="hops_estimator")
     args = p.parse_args()
-    specs = [sc.spec("hops", CLUSTER, f"hops-table3:seed={w}", settings=settings, seed=w, tuned=False, tag=tag)
+    specs = [sc.spec("hops", CLUSTER, f"hops-table3:seed={w}", settings=settings, seed=w, tuned=False, tag=tag,
+                     extract=restart_cost)
              for w in range(1, args.workloads + 1) for tag, settings in ROWS]
     records = sc.run_all(specs, workers=args.workers, force=args.force)
     sc.finish("hops_estimator", args, records, tables)

@@ -9,8 +9,9 @@ enters when its profile ends) and counted from submission. Hops reads its sectio
 default, ``throughputs=estimator``). Four Hops rows switch one part off each to show its share of the gain:
 the service window, the sensitivity adjustment, the plans inside a round and the estimator's server entity
 layer (``server_layer=off``: per-type throughputs only). One row reads the simulator's truth instead
-(``throughputs=oracle``). The last row charges 30 s per restart (the world charges none for these jobs by
-default), since Hops's ILP replans running jobs every round.
+(``throughputs=oracle``). Every row pays the world's checkpoint-restore delay per restart (30 s for these
+models; the tables' "restart cost (s)" column); the last row switches it off (``world.restart_delay_scale=0``)
+to show what restarts cost Hops, whose ILP replans running jobs every round.
 
     python experiments/hops_table4.py --workloads 1
 """
@@ -18,6 +19,7 @@ default), since Hops's ILP replans running jobs every round.
 from __future__ import annotations
 
 import sia_common as sc
+from hops_common import RESTART_METRIC, restart_cost
 
 CLUSTER = "hops-512"
 #: (tag, policy, settings): the rows of the table.
@@ -31,7 +33,7 @@ ROWS: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("Sia", "sia", {}),
     ("Gavel", "gavel", {}),
     ("Gavel (Hops paper)", "gavel-hops", {}),
-    ("Hops, 30 s per restart", "hops", {"world.default_restart_delay_s": "30"}),
+    ("Hops, restart cost off", "hops", {"world.restart_delay_scale": "0"}),
 )
 #: The paper's Table 4: makespan (h), avg JCT (h), avg wait (h), max latency ratio, fragments per round.
 PAPER = {"Hops": ("10.48", "2.24", "0.87", "3.22", "0.45"), "Sia": ("12.36", "3.79", "1.68", "78.5", "56"),
@@ -44,7 +46,7 @@ METRICS = [("makespan_s", "makespan (h)", 3600.0, "{:.2f}"), ("avg_jct_s", "avg 
            ("fragments_per_round", "fragments/round (any job not running)", 1.0, "{:.2f}"),
            ("raqlr", "RAQLR", 1.0, "{:.3f}"),
            ("restarts_per_job", "restarts/job", 1.0, "{:.1f}"),
-           ("latency_ratio_best_max", "max LR (best type)", 1.0, "{:.2f}")]
+           ("latency_ratio_best_max", "max LR (best type)", 1.0, "{:.2f}"), RESTART_METRIC]
 #: Which column each of the paper's figures stands under (its definitions: the waiting queue's).
 PAPER_KEYS = ("makespan_s", "avg_jct_s", "avg_wait_s", "latency_ratio_max", "fragments_waiting_per_round")
 #: The baselines Hops is measured against.
@@ -147,7 +149,7 @@ def main() -> None:
     if unknown:
         p.error(f"--rows: no row {', '.join(sorted(unknown))} (rows: {'; '.join(tag for tag, _, _ in ROWS)})")
     specs = [sc.spec(policy, CLUSTER, f"hops:jobs=500,rate=100,seed={w}", seed=w, tuned=False, tag=tag,
-                     ordering=None if policy == "hops" else "latency-ratio",
+                     ordering=None if policy == "hops" else "latency-ratio", extract=restart_cost,
                      settings={k: v for k, v in settings.items() if not k.startswith("world.")},
                      world={k.removeprefix("world."): v for k, v in settings.items() if k.startswith("world.")})
              for w in range(1, args.workloads + 1) for tag, policy, settings in ROWS

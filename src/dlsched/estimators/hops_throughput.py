@@ -121,8 +121,9 @@ def expected_iteration(mix: DataLoadMixture, t_f: float, t_b: float, t_u: float,
 
 
 def detect_pattern(components: Mapping[str, float], obs: ThroughputObservation) -> int:
-    """The overlap pattern whose equation 1 is closer to the profiled iteration time (ties: pattern 1)."""
-    t_d = max(obs.data_load_s) if obs.data_load_s else 0.0
+    """The overlap pattern whose equation 1 is closer to the profiled iteration time (ties: pattern 1), with the
+    mean of the data-loading times the profile timed as ``T_d``."""
+    t_d = float(np.mean(obs.data_load_s)) if obs.data_load_s else 0.0
     parts = (components["T_f"], components["T_b"], components["T_u"], components.get("T_c", 0.0))
     one = iteration_time(t_d, *parts, pattern=1)
     two = iteration_time(t_d, *parts, pattern=2)

@@ -542,10 +542,12 @@ class Engine:
         if cfg is None or st.config_key != j.placement.gpus:
             cfg = j.placement.configuration(self.cluster)
             st.config, st.config_key = cfg, j.placement.gpus
+        # a job whose physics times noisy iterations reports what it measured in place of the rate's times
+        timing: dict = {"step_time_s": rate.step_time_s, "sync_time_s": rate.sync_time_s,
+                        **self.world.observation_details(st.phys, j.placement, rate)}
         st.new_tput.append(ThroughputObservation(
             time_s=t, gpu_type=cfg.gpu_type, num_nodes=cfg.num_nodes, num_gpus=cfg.num_gpus,
-            local_bsz=int(rate.local_bsz or 0), accum_steps=rate.accum_steps, step_time_s=rate.step_time_s,
-            sync_time_s=rate.sync_time_s, **self.world.observation_details(st.phys, j.placement)))
+            local_bsz=int(rate.local_bsz or 0), accum_steps=rate.accum_steps, **timing))
         if isinstance(st.phys, AdaptiveJobPhysics):
             # the statistics a job measures at the batch it runs (Pollux's formula is exact there)
             sqr, var = self._grad_stats(j.spec.model, self.world.efficiency.progress_bucket(j.spec.model, j.progress),

@@ -94,8 +94,11 @@ class JobPhysics(ABC):
         effects; the same as :meth:`base_rate` unless the servers themselves matter to the physics."""
         return self.base_rate(progress, gpu_type, node_counts, batch_size)
 
-    def observation_details(self, placement: Placement) -> dict[str, tuple]:
-        """Fields the job reports beside its step time on ``placement`` (a non-empty placement); none here."""
+    def observation_details(self, placement: Placement, rate: Rate | None = None) -> dict[str, tuple | float]:
+        """Fields the job reports beside its step time on ``placement`` (a non-empty placement); none here.
+
+        Physics whose jobs time noisy iterations also return ``step_time_s`` and ``sync_time_s`` (what was
+        measured while running at ``rate``), which replace the rate's own in the report."""
         return {}
 
     def profiled_step(self, rate: Rate) -> tuple[int, float, float]:
@@ -356,12 +359,14 @@ class World:
             factor *= self.sharing.job_factor(phys.spec.model, sharing)
         return base if factor == 1.0 else _scaled(base, factor)
 
-    def observation_details(self, phys: JobPhysics, placement: Placement) -> dict[str, tuple]:
+    def observation_details(self, phys: JobPhysics, placement: Placement,
+                            rate: Rate | None = None) -> dict[str, tuple | float]:
         """Fields a job reports beside its step time (:class:`~dlsched.core.ThroughputObservation`), as its
-        physics has them (a Hops job: its servers, time components and data-loading times)."""
+        physics has them (a Hops job: its servers, time components, data-loading times and, given the
+        ``rate`` it ran at, the step and sync times it measured, which replace the rate's)."""
         if not placement:
             return {}
-        return phys.observation_details(placement)
+        return phys.observation_details(placement, rate)
 
     def episode_slowdown(self, perf_class: str, gpus: tuple[int, ...], t: float) -> float:
         """How much slower than :meth:`rate` a job of ``perf_class`` on ``gpus`` runs at time ``t`` (>= 1).
@@ -409,6 +414,7 @@ class World:
             server = float(self._node_speed[cluster.gpu_node[list(part.gpus)]].min())
             factor = server / slow
             measured: list[tuple[int, float, float]] = []
+            ran_at: Rate | None = None
             if isinstance(phys, AdaptiveJobPhysics) and self.throughput.supports(phys.spec.model, gtype):
                 for b, step, sync in self._profile_steps(phys.spec.model, gtype, counts):
                     step, sync = step * phys.slowdown, sync * phys.slowdown
@@ -417,6 +423,7 @@ class World:
                 rate = self.rate(phys, 0.0, part, phys.spec.batch_size)
                 if rate.work_per_s > 0:
                     measured.append(phys.profiled_step(rate))
+                    ran_at = rate
             group_t += cfg.profile_steps * sum(step for _, step, _ in measured)
             if not measured:
                 # the job cannot run on this type (no kernel for it, or one replica does not fit): a real job
@@ -424,11 +431,11 @@ class World:
                 obs.append(ThroughputObservation(time_s=t + group_t, gpu_type=gtype, num_nodes=len(counts),
                                                  num_gpus=len(gpus), local_bsz=0, accum_steps=1,
                                                  step_time_s=0.0, sync_time_s=0.0))
-            details = self.observation_details(phys, part)
+            details = self.observation_details(phys, part, ran_at)
             for b, step, sync in measured:
+                fields: dict = {"step_time_s": step, "sync_time_s": sync, **details}
                 obs.append(ThroughputObservation(time_s=t + group_t, gpu_type=gtype, num_nodes=len(counts),
-                                                 num_gpus=len(gpus), local_bsz=b, accum_steps=1,
-                                                 step_time_s=step, sync_time_s=sync, **details))
+                                                 num_gpus=len(gpus), local_bsz=b, accum_steps=1, **fields))
             duration = max(duration, group_t)
         return duration, obs
 

@@ -1,151 +1,72 @@
 """The truth for the Hops workload: Table 2's models on 1080Ti, Titan Xp and RTX 3090 servers.
 
-Hops (SoCC'24) publishes no per-model measurements, so the world builds each iteration from the parts the
-paper's section 3.5 names, with every constant taken from a published figure (sources in ``docs/hops.md``):
+The world plays each iteration from measured step times where they exist and stated rules where they do
+not (constants and their sources: :mod:`dlsched.world.hops_params`), and as a random draw
+(:mod:`dlsched.world.hops_draws`):
 
-* compute ``T_f + T_b``: three times the forward FLOPs of one sample (forward + backward) times the
-  per-GPU batch, over the GPU's effective FP32 rate; ``T_f`` is a third of it;
-* weight update ``T_u``: reading and writing weights, gradients and momentum (12 bytes per parameter) at
-  the GPU's memory bandwidth;
-* communication ``T_c`` (equation 2): 4-byte gradients over the intra-node link times ``(N-1)/N`` on one
-  server, over the network when the job spans servers; ``T~_c = 0.2 T_c`` is the part not hidden by
-  backward propagation;
-* data loading ``T_d``: the CPU cost of one sample (decode and augmentation, in core-GHz-milliseconds) times
-  the per-GPU batch, over the host CPU capacity each GPU of the server gets (cores x base clock of the
-  server's two CPUs, shared by its GPUs). This is where servers of one GPU type differ (Sugon vs
-  TIGERWAY); the slowest server of a distributed job gates it, as every worker waits for the slowest;
-* equation 1's two patterns: torchvision training loops overlap data loading with the GPU work (pattern
-  1), Hugging Face's Trainer does not (pattern 2).
+* **GPU work and synchronisation** come from the fitted step-time model of the Sia artifact's measured
+  profiles (``world.throughput``) for the model's measured family on the RTX 2080 Ti, carried to the Hops
+  GPU types by their relative speeds; per iteration both vary (lognormal noise of mean 1);
+* **data loading** is, on each server, a cache hit or a miss: the chance of a hit is the job's on that host
+  (its page cache against the dataset, with a per-job spread), a hit costs the batch's decoding on the CPUs
+  one GPU gets, a miss adds reading the batch from storage; both are lognormal. Hosts differ in CPUs and
+  memory, so servers of one GPU type differ for the jobs whose loading is not hidden by GPU work;
+* **equation 1's two patterns**: torchvision loops prefetch the next batch during the step (an iteration is
+  the longer of loading and GPU work), Hugging Face's Trainer does not (their sum); every worker waits for
+  the slowest server.
 
-Jobs are given by their run time on the requested GPUs of the reference type (``duration_s``, as the
-Hops trace generator writes it); the world turns it into a sample count and plays every other shape from
-the iteration time, so a job with a fixed per-GPU batch finishes sooner on more GPUs as long as
-communication does not eat the gain.
+A job progresses at its configuration's *expected* iteration time; what it reports (its profiler plugin,
+section 3.2) is a few iterations actually drawn with its own seeded generator: their mean step and sync
+times, its servers, the components its profiler measures, and the data-loading times it saw. No part of the
+estimator is used here: it learns the world only from those reports.
+
+Jobs are given by their run time on the requested GPUs of the reference type (``duration_s``, as the Hops
+trace generator writes it); the world turns it into a sample count at its expected speed there.
+
+Restarts cost what they cost every other world's jobs: the model's checkpoint-restore delay of the world's
+table (``ThroughputModel.restart_delay_s``: the Sia simulator's 30 s default for a model it does not list),
+through the calibration profile and scaled by ``restart_delay_scale`` (0 switches it off).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import zlib
+from collections import Counter
 
 import numpy as np
 
 from dlsched.core import InputError, JobSpec, Placement
 from dlsched.world.base import JobPhysics, Rate, World, register_physics
+from dlsched.world.calibration import calibration
+from dlsched.world.config import WorldConfig
+from dlsched.world.hops_draws import IterationShape, ServerLoad, draw_iterations, expected_iteration
+from dlsched.world.hops_params import (
+    CACHE_SHARE,
+    DATASETS,
+    FAMILIES,
+    GPUS,
+    HOSTS,
+    ITERATIONS_PER_REPORT,
+    LOADS_PER_REPORT,
+    MEASURED_TYPE,
+    MIN_STEP_S,
+    MODELS,
+    NOMINAL_HOST,
+    P_HIT_JOB_SD,
+    P_HIT_MAX,
+    READ_GBPS,
+    REFERENCE_GPU,
+    UPDATE_BYTES_PER_PARAM,
+    UPDATE_MAX_SHARE,
+    HopsGpu,
+    HopsHost,
+    HopsModel,
+)
+from dlsched.world.throughput import ThroughputModel
 
-
-@dataclass(frozen=True, slots=True)
-class HopsGpu:
-    """A GPU type as the Hops world plays it."""
-
-    #: Effective FP32 training rate (TFLOP/s): peak FP32 x utilisation, scaled by measured relative speed.
-    tflops: float
-    #: Memory bandwidth (GB/s), from the vendor's specification.
-    mem_gbps: float
-
-
-@dataclass(frozen=True, slots=True)
-class HopsHost:
-    """A server model: its CPUs decide how fast data loads."""
-
-    #: Cores x base clock (GHz) of the server's CPUs together.
-    core_ghz: float
-    description: str
-
-
-@dataclass(frozen=True, slots=True)
-class HopsModel:
-    """One model of Hops Table 2 with its published size and cost."""
-
-    params_m: float
-    #: Forward FLOPs of one sample (GFLOPs) at the input size the dataset uses.
-    gflops: float
-    #: CPU cost of loading and augmenting one sample, core-GHz-milliseconds.
-    load_core_ghz_ms: float
-    #: Equation 1's overlap pattern: 1 overlaps data loading with the GPU work, 2 does not.
-    pattern: int
-    #: Per-GPU batch size of Table 2.
-    batch_size: int
-
-
-#: 1080Ti effective FP32 rate: 11.34 TFLOP/s peak at 40% utilisation. Titan Xp and RTX 3090 from measured
-#: speeds relative to it (docs/hops.md): Titan Xp 1.35/1.22 = 1.107x, RTX 3090 2.0x.
-_BASE_TFLOPS = 11.34 * 0.40
-GPUS: dict[str, HopsGpu] = {
-    "1080ti": HopsGpu(tflops=_BASE_TFLOPS, mem_gbps=484.0),
-    "titanxp": HopsGpu(tflops=_BASE_TFLOPS * 1.35 / 1.22, mem_gbps=547.6),
-    "rtx3090": HopsGpu(tflops=_BASE_TFLOPS * 2.0, mem_gbps=936.2),
-}
-
-#: Host models of the Hops clusters (section 4.2), two CPUs each: Xeon Gold 5118 (12 cores, 2.3 GHz),
-#: 5218 (16 cores, 2.3 GHz), 5320 (26 cores, 2.2 GHz), per Intel's specifications.
-HOSTS: dict[str, HopsHost] = {
-    "sugon-w780g": HopsHost(2 * 12 * 2.3, "Sugon W780-G, 2x Xeon Gold 5118, 192 GB"),
-    "tigerway-yk8100-8g": HopsHost(2 * 16 * 2.3, "TIGERWAY YK8100-8G, 2x Xeon Gold 5218, 384 GB"),
-    "tigerway-yk8100-10g": HopsHost(2 * 26 * 2.2, "TIGERWAY YK8100-10G, 2x Xeon Gold 5320, 384 GB"),
-}
-#: The host a node without one is taken to have (the most common in the Hops clusters).
-NOMINAL_HOST = "sugon-w780g"
-
-#: Intra-node link (PCIe 3.0 x16, all-reduce traffic both ways) and network (100 Gb/s InfiniBand without
-#: GPUDirect RDMA on GeForce cards: staged through host memory), effective GB/s.
-B_LINK_GBPS = 6.0
-B_NET_GBPS = 2.5
-#: Share of communication not overlapped with backward propagation (Hops section 3.5).
-NON_OVERLAP = 0.2
-
-#: Table 2's models (params and forward GFLOPs from the models' papers and torchvision / Hugging Face
-#: model cards; the CIFAR variants at 32x32, text at the sequence length noted in docs/hops.md).
-MODELS: dict[str, HopsModel] = {
-    "resnet50": HopsModel(25.6, 4.1, 8.0, 1, 128),
-    "resnet18-cifar10": HopsModel(11.2, 0.56, 0.15, 1, 256),
-    "vgg11": HopsModel(132.9, 7.6, 8.0, 1, 32),
-    "vgg13-cifar10": HopsModel(9.4, 0.23, 0.15, 1, 128),
-    "convnext_base": HopsModel(88.6, 15.4, 8.0, 1, 32),
-    "convnext_base-cifar10": HopsModel(87.6, 0.31, 0.15, 1, 64),
-    "densenet161": HopsModel(28.7, 7.7, 8.0, 1, 32),
-    "densenet161-cifar10": HopsModel(26.5, 0.16, 0.15, 1, 64),
-    "mobilenet_v2": HopsModel(3.5, 0.3, 8.0, 1, 64),
-    "mobilenet_v2-cifar10": HopsModel(2.2, 0.01, 0.15, 1, 64),
-    "regnet": HopsModel(11.2, 1.6, 8.0, 1, 32),
-    "regnet-cifar10": HopsModel(10.3, 0.03, 0.15, 1, 32),
-    "distilbert": HopsModel(66.0, 33.8, 0.05, 2, 128),
-    "vit": HopsModel(86.6, 17.6, 6.0, 2, 48),
-    "macbert": HopsModel(102.0, 104.4, 0.05, 2, 8),
-    "wav2vec": HopsModel(95.0, 70.0, 4.0, 2, 16),
-    "gpt2-medium": HopsModel(355.0, 727.0, 0.05, 2, 8),
-}
-#: Reference GPU type of Hops traces (``duration_s`` is the run time there on the requested count).
-REFERENCE_GPU = "1080ti"
-
-
-def host_core_ghz_per_gpu(host: str, gpus_on_node: int) -> float:
-    """CPU capacity one GPU's data loader gets on a server of ``gpus_on_node`` GPUs."""
-    return HOSTS[host or NOMINAL_HOST].core_ghz / max(1, gpus_on_node)
-
-
-def iteration_parts(model: HopsModel, gpu: HopsGpu, num_gpus: int, num_nodes: int, core_ghz_per_gpu: float,
-                    batch_size: int) -> dict[str, float]:
-    """The time components of one iteration (seconds): ``T_d, T_f, T_b, T_u, T_c``."""
-    compute = 3.0 * model.gflops * 1e9 * batch_size / (gpu.tflops * 1e12)
-    grad_gb = 4.0 * model.params_m * 1e-3
-    if num_gpus <= 1:
-        t_c = 0.0
-    elif num_nodes <= 1:
-        t_c = grad_gb / B_LINK_GBPS * (num_gpus - 1) / num_gpus
-    else:
-        t_c = grad_gb / B_NET_GBPS
-    return {"T_d": model.load_core_ghz_ms * 1e-3 * batch_size / core_ghz_per_gpu,
-            "T_f": compute / 3.0, "T_b": compute * 2.0 / 3.0,
-            "T_u": 3.0 * grad_gb / gpu.mem_gbps, "T_c": t_c}
-
-
-def iteration_time(parts: dict[str, float], pattern: int, t_w: float = 0.0) -> float:
-    """Equation 1: one iteration from its components, for overlap pattern 1 or 2."""
-    comm = max(parts["T_b"] + NON_OVERLAP * parts["T_c"], parts["T_c"])
-    if pattern == 1:
-        return max(parts["T_d"], comm + parts["T_u"]) + parts["T_f"] + t_w
-    return parts["T_d"] + comm + parts["T_u"] + parts["T_f"] + t_w
+__all__ = ["GPUS", "HOSTS", "MODELS", "NOMINAL_HOST", "REFERENCE_GPU", "HopsGpu", "HopsHost", "HopsJobPhysics",
+           "HopsModel", "HopsPhysics", "hops_job_physics", "is_hops_job", "restart_delay_s"]
 
 
 def is_hops_job(spec: JobSpec) -> bool:
@@ -153,52 +74,121 @@ def is_hops_job(spec: JobSpec) -> bool:
     return spec.model in MODELS and spec.duration_s is not None and spec.reference_gpu in GPUS
 
 
-class HopsPhysics:
-    """Iteration-time physics of one Hops job (work in samples); see the module docstring.
+def hit_chance(job_id: str, model: str, host: str) -> float:
+    """The chance a data load of the job hits the page cache on a server of ``host``: the share of its dataset
+    the host's cache holds (capped), spread per job (seeded by job and host, so a run is reproducible)."""
+    data = DATASETS[MODELS[model].dataset]
+    base = min(P_HIT_MAX, CACHE_SHARE * HOSTS[host].memory_gb / data.size_gb)
+    jitter = np.random.default_rng(zlib.crc32(f"{job_id}|{host}".encode())).standard_normal()
+    return float(min(P_HIT_MAX, max(0.0, base + P_HIT_JOB_SD * jitter)))
 
-    Held by :class:`HopsJobPhysics`, the :class:`~dlsched.world.base.JobPhysics` the world plays; the
-    formulas need no world, so they stand alone.
+
+def restart_delay_s(model: str, config: WorldConfig) -> float:
+    """Seconds a Hops job of ``model`` pays on every (re)start: the checkpoint-restore delay every world
+    charges (:meth:`ThroughputModel.restart_delay_s`, the table's default for a model it does not list),
+    through the calibration profile, times ``restart_delay_scale``."""
+    fitted = ThroughputModel.load().restart_delay_s(model)
+    return calibration(config.calibration).restart_delay_s(model, fitted) * config.restart_delay_scale
+
+
+class HopsPhysics:
+    """Iteration times of one Hops job (work in samples); see the module docstring.
+
+    Held by :class:`HopsJobPhysics`; needs only the step-time model and the GPUs per server of each type.
     """
 
-    def __init__(self, spec: JobSpec, cluster_nodes_per_type: dict[str, int]) -> None:
+    def __init__(self, spec: JobSpec, throughput: ThroughputModel, gpus_per_node: dict[str, int]) -> None:
         self.model = MODELS[spec.model]
         self.spec = spec
         #: Per-GPU batch (fixed per-GPU batch mode: the global batch grows with the GPU count).
         self.batch = int(spec.batch_size or self.model.batch_size)
-        self._gpus_per_node = cluster_nodes_per_type
+        self._tm = throughput
+        self._gpus_per_node = gpus_per_node
+        gflops, params = FAMILIES[self.model.family]
+        #: This model's compute and gradient bytes against its measured family's.
+        self._compute_ratio = self.model.gflops / gflops
+        self._sync_ratio = self.model.params_m / params
+        self._p_hit: dict[str, float] = {}
+        self._work: dict[tuple[str, tuple[int, ...]], tuple[float, float]] = {}
+        self._expected: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[float, IterationShape]] = {}
 
-    def samples_per_s(self, gpu_type: str, node_counts: tuple[int, ...], hosts: tuple[str, ...] = ()) -> float:
-        """Samples per second on ``node_counts`` GPUs per server; ``hosts`` names each server's host
-        (default nominal), and the slowest server gates the job."""
-        step, _ = self.step_times(gpu_type, node_counts, hosts)
-        k = sum(c for c in node_counts if c > 0)
-        return k * self.batch / step if step > 0 else 0.0
+    # -- the parts ------------------------------------------------------------------------------------------
+    def p_hit(self, host: str) -> float:
+        host = host or NOMINAL_HOST
+        got = self._p_hit.get(host)
+        if got is None:
+            got = self._p_hit[host] = hit_chance(self.spec.job_id, self.spec.model, host)
+        return got
+
+    def gpu_work(self, gpu_type: str, counts: tuple[int, ...]) -> tuple[float, float]:
+        """Mean GPU work and non-overlapped all-reduce of one iteration on ``counts`` GPUs per server."""
+        key = (gpu_type, tuple(sorted(counts, reverse=True)))
+        got = self._work.get(key)
+        if got is None:
+            step, sync = self._tm.step_time(self.model.family, MEASURED_TYPE, key[1], self.batch)
+            speed = GPUS[gpu_type].speed
+            compute = max((step - sync) * self._compute_ratio / speed, MIN_STEP_S)
+            got = self._work[key] = (compute, sync * self._sync_ratio)
+        return got
+
+    def server_load(self, gpu_type: str, host: str) -> ServerLoad:
+        """One server's data loading: a hit decodes the batch on the CPUs one GPU gets; a miss also reads it
+        from the server's storage, shared by its GPUs."""
+        h = HOSTS[host or NOMINAL_HOST]
+        per_node = max(1, self._gpus_per_node.get(gpu_type, 8))
+        data = DATASETS[self.model.dataset]
+        hit = data.load_core_ghz_ms * 1e-3 * self.batch / (h.core_ghz / per_node)
+        miss = hit + self.batch * data.sample_mb * 1e-3 / (READ_GBPS / per_node)
+        return ServerLoad(hit, miss, self.p_hit(host))
+
+    def shape(self, gpu_type: str, servers: tuple[tuple[str, int], ...]) -> IterationShape:
+        """The iteration on ``servers``, each ``(host, GPUs)``."""
+        compute, sync = self.gpu_work(gpu_type, tuple(k for _, k in servers))
+        if sum(k for _, k in servers) <= 1:
+            sync = 0.0
+        return IterationShape(compute, sync, self.model.pattern,
+                              tuple(self.server_load(gpu_type, h) for h, _ in servers))
+
+    def components(self, gpu_type: str, servers: tuple[tuple[str, int], ...]) -> tuple[tuple[str, float], ...]:
+        """What a profiler measures of one iteration (means): ``T_f``, ``T_b``, ``T_u``, ``T_c`` and ``params``."""
+        shape = self.shape(gpu_type, servers)
+        params = self.model.params_m * 1e6
+        t_u = min(UPDATE_BYTES_PER_PARAM * params / (GPUS[gpu_type].mem_gbps * 1e9),
+                  UPDATE_MAX_SHARE * shape.compute_s)
+        rest = shape.compute_s - t_u
+        return (("T_f", rest / 3.0), ("T_b", 2.0 * rest / 3.0), ("T_u", t_u), ("T_c", shape.sync_s),
+                ("params", params))
+
+    # -- the expected speed -----------------------------------------------------------------------------------
+    def expected(self, gpu_type: str, servers: tuple[tuple[str, int], ...]) -> tuple[float, IterationShape]:
+        """Expected iteration time on ``servers`` and the shape it was taken over (remembered)."""
+        key = (gpu_type, servers)
+        got = self._expected.get(key)
+        if got is None:
+            shape = self.shape(gpu_type, servers)
+            got = self._expected[key] = (expected_iteration(shape), shape)
+        return got
 
     def step_times(self, gpu_type: str, node_counts: tuple[int, ...],
                    hosts: tuple[str, ...] = ()) -> tuple[float, float]:
-        """One iteration's time and the part of it spent waiting on gradient synchronisation beyond compute
-        (what a job's own timers measure as sync time), both gated by the slowest server; ``(0, 0)`` where
-        the job cannot run."""
-        gpu = GPUS.get(gpu_type)
-        used = [c for c in node_counts if c > 0]
-        if gpu is None or not used:
+        """Expected iteration time and mean all-reduce wait on ``node_counts`` GPUs per server (``hosts``: each
+        server's host, default nominal); ``(0, 0)`` where the job cannot run."""
+        servers = tuple((hosts[i] if i < len(hosts) else "", c) for i, c in enumerate(node_counts) if c > 0)
+        if gpu_type not in GPUS or not servers:
             return 0.0, 0.0
-        k, n = sum(used), len(used)
-        per_node = self._gpus_per_node.get(gpu_type, max(used))
-        slowest, slowest_alone = 0.0, 0.0
-        for i in range(n):
-            host = hosts[i] if i < len(hosts) else ""
-            parts = iteration_parts(self.model, gpu, k, n, host_core_ghz_per_gpu(host, per_node), self.batch)
-            slowest = max(slowest, iteration_time(parts, self.model.pattern))
-            slowest_alone = max(slowest_alone, iteration_time({**parts, "T_c": 0.0}, self.model.pattern))
-        return slowest, max(0.0, slowest - slowest_alone)
+        step, shape = self.expected(gpu_type, servers)
+        return step, shape.sync_s
+
+    def samples_per_s(self, gpu_type: str, node_counts: tuple[int, ...], hosts: tuple[str, ...] = ()) -> float:
+        step, _ = self.step_times(gpu_type, node_counts, hosts)
+        k = sum(c for c in node_counts if c > 0)
+        return k * self.batch / step if step > 0 else 0.0
 
     def total_samples(self) -> float:
         """The job's work: its run time on the request (packed on the reference type, nominal host)."""
         assert self.spec.duration_s is not None
         per_node = self._gpus_per_node.get(REFERENCE_GPU, 8)
-        rate = self.samples_per_s(REFERENCE_GPU, _packed(self.spec.num_gpus, per_node))
-        return float(self.spec.duration_s) * rate
+        return float(self.spec.duration_s) * self.samples_per_s(REFERENCE_GPU, _packed(self.spec.num_gpus, per_node))
 
 
 def _packed(k: int, per_node: int) -> tuple[int, ...]:
@@ -206,73 +196,71 @@ def _packed(k: int, per_node: int) -> tuple[int, ...]:
     return tuple([per_node] * full + ([rest] if rest else []))
 
 
-def hops_rate(phys: HopsPhysics, world: World, gpu_type: str, node_counts: tuple[int, ...],
-              nodes: np.ndarray | None = None) -> Rate:
-    """The :class:`~dlsched.world.base.Rate` of a Hops job; ``nodes`` (node ids in ``node_counts`` order)
-    lets the hosts of the exact servers gate it."""
-    hosts: tuple[str, ...] = ()
-    if nodes is not None:
-        hosts = tuple(world.cluster.nodes[int(n)].host for n in nodes)
-    step, sync = phys.step_times(gpu_type, node_counts, hosts)
+def _servers(world: World, nodes: np.ndarray) -> tuple[tuple[str, int], ...]:
+    """``(host, GPUs)`` per server of a placement (``nodes``: each GPU's node id), node ids ascending."""
+    counts = Counter(int(n) for n in nodes)
+    return tuple((world.cluster.nodes[n].host, counts[n]) for n in sorted(counts))
+
+
+def _rate(phys: HopsPhysics, step: float, sync: float, k: int) -> Rate:
     if step <= 0 or not math.isfinite(step):
         return Rate(0.0)
-    k = sum(node_counts)
     sps = k * phys.batch / step
     return Rate(work_per_s=sps, batch_size=phys.batch * k, local_bsz=phys.batch, step_time_s=step,
                 sync_time_s=sync, throughput_sps=sps)
 
 
-def observation_details(phys: HopsPhysics, world: World, gpu_type: str,
-                        by_node: dict[int, int]) -> dict[str, tuple]:
-    """What a Hops job's profiler plugin reports beside its iteration time (section 3.2): the servers it ran
-    on, its time components and the data-loading time of each server (the slowest gates the job)."""
-    gpu = GPUS.get(gpu_type)
-    if gpu is None or not by_node:
-        return {}
-    servers = tuple(sorted(by_node.items()))
-    k, n = sum(by_node.values()), len(by_node)
-    per_node = phys._gpus_per_node.get(gpu_type, max(by_node.values()))
-    loads = []
-    parts: dict[str, float] = {}
-    for node, _ in servers:
-        host = world.cluster.nodes[node].host
-        parts = iteration_parts(phys.model, gpu, k, n, host_core_ghz_per_gpu(host, per_node), phys.batch)
-        loads.append(parts["T_d"])
-    comps = tuple((name, parts[name]) for name in ("T_f", "T_b", "T_u", "T_c")) + (
-        ("params", phys.model.params_m * 1e6),)
-    return {"servers": servers, "components": comps, "data_load_s": tuple(loads)}
-
-
 class HopsJobPhysics(JobPhysics):
-    """A job of the Hops workload: work in samples, iteration time from its components, the hosts of the
-    exact servers gating it."""
+    """A job of the Hops workload: work in samples, iterations drawn per server (see the module docstring)."""
 
     def __init__(self, spec: JobSpec, world: World) -> None:
         super().__init__(spec, world)
         per_node = {t: max(world.cluster.nodes[n].num_gpus for n in ids)
                     for t, ids in world.cluster.nodes_of_type.items()}
-        self.hops = HopsPhysics(spec, per_node)
+        self.hops = HopsPhysics(spec, world.throughput, per_node)
         self.total_work = self.hops.total_samples()
-        self.restart_delay_s = world.config.default_restart_delay_s
+        self.restart_delay_s = restart_delay_s(spec.model, world.config)
         self.perf_class = world.speeds.class_of(spec.model)
+        #: What the job's profiler draws its reported iterations with (seeded by the job: runs reproduce).
+        self.rng = np.random.default_rng(zlib.crc32(f"hops-report|{spec.job_id}".encode()))
 
     def base_rate(self, progress, gpu_type, node_counts, batch_size):
-        return hops_rate(self.hops, self.world, gpu_type, node_counts)
+        step, sync = self.hops.step_times(gpu_type, node_counts)
+        return _rate(self.hops, step, sync, sum(node_counts))
 
     def rate_on(self, progress: float, gpu_type: str, node_counts: tuple[int, ...], nodes: np.ndarray,
                 batch_size: int | None) -> Rate:
-        """The rate on exact servers (their hosts gate the job)."""
-        return hops_rate(self.hops, self.world, gpu_type, node_counts, np.unique(nodes))
+        """The rate on exact servers (their hosts decide data loading; the slowest gates the job)."""
+        servers = _servers(self.world, nodes)
+        if gpu_type not in GPUS or not servers:
+            return Rate(0.0)
+        step, shape = self.hops.expected(gpu_type, servers)
+        return _rate(self.hops, step, shape.sync_s, len(nodes))
 
-    def observation_details(self, placement: Placement) -> dict[str, tuple]:
-        """The job's servers, time components and data-loading times (:func:`observation_details`)."""
+    def observation_details(self, placement: Placement, rate: Rate | None = None) -> dict[str, tuple | float]:
+        """What the job's profiler plugin reports (section 3.2): its servers, the components it measured, the
+        data-loading times of the iterations it timed and, given the rate it ran at, their mean step time
+        (the rate's, times the drawn iterations' mean over the expectation) and mean all-reduce time."""
         cluster = self.world.cluster
+        gpu_type = cluster.gpu_type_of[placement.gpus[0]]
+        if gpu_type not in GPUS:
+            return {}
         by_node = {n: len(g) for n, g in placement.by_node(cluster).items()}
-        return observation_details(self.hops, self.world, cluster.gpu_type_of[placement.gpus[0]], by_node)
+        servers = tuple(sorted(by_node.items()))
+        hosted = tuple((cluster.nodes[n].host, k) for n, k in servers)
+        expected, shape = self.hops.expected(gpu_type, hosted)
+        drawn = draw_iterations(shape, self.rng, ITERATIONS_PER_REPORT)
+        out: dict[str, tuple | float] = {
+            "servers": servers, "components": self.hops.components(gpu_type, hosted),
+            "data_load_s": tuple(float(x) for x in drawn.load_s.ravel()[:LOADS_PER_REPORT])}
+        if rate is not None and rate.step_time_s > 0 and expected > 0:
+            out["step_time_s"] = rate.step_time_s * float(drawn.step_s.mean()) / expected
+            out["sync_time_s"] = float(drawn.sync_s.mean())
+        return out
 
     def profiled_step(self, rate: Rate) -> tuple[int, float, float]:
         """A Hops job times its iterations at its per-GPU batch."""
-        return self.hops.batch, rate.step_time_s, 0.0
+        return self.hops.batch, rate.step_time_s, rate.sync_time_s
 
     def estimated_duration_s(self) -> float | None:
         return self.spec.duration_s
