@@ -13,7 +13,8 @@ Three effects decide how fast a packed job trains:
   concurrency mechanisms for NVIDIA GPUs under deep learning workloads" (Performance Evaluation 2021); Gimbal's
   own Figure 2-a (JCT against the second job's limit) is concave too. The default ``k`` gives 90% of the
   unrestricted speed at 50% of the threads (``s(0.5) = 0.9``); ``experiments/mps`` measures and fits a GPU's
-  own curve.
+  own curve. A sharing world may give a model a curve of its own (:mod:`dlsched.world.sharing_worlds`:
+  the H200 world's curves follow how much of the GPU each model fills).
 * **Combining the two**: the interference a worker suffers comes from its partner's activity on the GPU.
   Part of it is contention for the SMs, which disappears when the two limits do not overlap (NVIDIA's MPS
   documentation: limits that split the threads between clients "concentrate the work submitted by
