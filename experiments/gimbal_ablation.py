@@ -184,7 +184,7 @@ def main() -> None:
     out = tables(payload)
     print(*(out[k] for k in out), sep="\n\n")
     per_seed = sum(r.wall_s for r in records) / args.seeds
-    print(f"\n{len(records)} runs, {(time.perf_counter() - t0) / 60:.1f} min; {per_seed / 60:.1f} CPU-min per seed")
+    print(f"\n{len(records)} runs, {(time.perf_counter() - t0) / 60:.1f} min; {per_seed / 60:.1f} min of runs per seed")
     print(f"wrote {args.out}")
 
 
