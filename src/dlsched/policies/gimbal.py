@@ -24,17 +24,22 @@ each under its name, the equations being the defaults); where
 an equation's sign disagrees with the text that explains it (equations 4 and 6), the text is followed:
 jobs nearer their deadline, and longer jobs under makespan, have the higher priority.
 
-Runtime information is what trying a plan shows: the speed of every worker of the set under it. The
-coordinator gets it from a :class:`RuntimeMonitor` (in the simulator, an adapter over the world's truth, as
-Sia's oracle profiling is), and pays for it: every attempt that changes a job's share limits pauses that job
-for ``switch_s`` (CUDA context switch, section 7.4), charged through the allocation's ``pause_s``; and each
-attempt collects for at most ``collect_s`` (60 s or 5 steps), counted in the recorded search time.
+Runtime information is what trying a plan shows: the speed of every worker of the set under it, as the
+:class:`RuntimeMonitor` reads it (in the simulator, :class:`dlsched.sim.monitor.WorldMonitor`: a reading with
+measurement error, one per monitor period). Each distinct plan is read once per search (one reading per
+trial: the search compares plans by those readings, noise included), and trying plans costs what it costs a
+real cluster, charged through the allocation's ``pause_s``: every attempt that changes a job's share limits
+pauses that job for ``switch_s`` (CUDA context switch, section 7.4); and each trial runs its jobs under the
+trial plan for ``min(collect_s, period)`` (a reading every 30 s, section 6; at most 60 s or 5 steps,
+section 5.2) before the search moves on, so a job that a trial slowed is behind the plan the search kept
+(the monitor's :meth:`~RuntimeMonitor.trial_delays` says by how much). Trial time is counted in the
+recorded search time.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal, Protocol
 
@@ -50,14 +55,26 @@ DEADLINE_GOALS: tuple[str, ...] = ("lateness", "met")
 MAKESPAN_GOALS: tuple[str, ...] = ("longest", "work")
 
 
+Members = Mapping[str, tuple[str, Placement, tuple[int, ...]]]
+#: A plan as it ran for one reading: its members and per job its batch split.
+Trial = tuple[Members, Mapping[str, tuple[float, ...]]]
+
+
 class RuntimeMonitor(Protocol):
     """Measures the workers of a packing set under a trial plan (what Gimbal's runtime monitor reports).
 
     ``members`` maps job id -> (model, placement, share limit % per worker in placement order); the answer
-    maps job id -> each worker's speed relative to running alone and unrestricted.
+    maps job id -> each worker's speed relative to running alone and unrestricted, as read over one period.
     """
 
-    def worker_speeds(self, members: Mapping[str, tuple[str, Placement, tuple[int, ...]]]) -> dict[str, list[float]]:
+    #: Seconds between readings.
+    period_s: float
+
+    def worker_speeds(self, members: Members) -> dict[str, list[float]]:
+        ...
+
+    def trial_delays(self, trials: Sequence[Trial], kept: Trial, duration_s: float) -> dict[str, float]:
+        """Seconds each job is behind ``kept`` after running ``duration_s`` under each of ``trials``."""
         ...
 
 
@@ -158,6 +175,9 @@ class GimbalCoordination:
     _models: dict[str, str] = field(default_factory=dict, init=False, repr=False)
     #: Job id -> the packing set it was in last round, for explanations (:meth:`facts_for`).
     _sets: dict[str, PackingSet] = field(default_factory=dict, init=False, repr=False)
+    #: The current search's readings by plan state (one reading per trial) and its trials in order.
+    _readings: dict[tuple, dict[str, list[float]]] = field(default_factory=dict, init=False, repr=False)
+    _trials: list[Trial] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -187,18 +207,20 @@ class GimbalCoordination:
             structure = self._structure(ps, placements, held)
             plan = self._plans.get(key) or (self._known.get(structure) if self.reuse_plans else None)
             switched: dict[str, int] = {}
+            behind: dict[str, float] = {}
             if plan is None:
                 plan, attempts, switched = self.search(view, ps, placements, jobs)
                 searches += 1
                 attempts_total += attempts
-                search_s += attempts * (self.collect_s + self.switch_s)
+                behind = self._trial_cost(plan, placements)
+                search_s += len(self._trials) * self._trial_s() + sum(switched.values()) * self.switch_s
             live[key] = plan
             self._known[structure] = plan
             for j in ps.members:
                 a = decision.allocations[j]
                 pct = tuple(plan.pct[j]) if any(p < 100 for p in plan.pct[j]) else ()
                 # every trial that changed this job's limits paused it; the engine charges the final change
-                pause = max(0, switched.get(j, 0) - (1 if pct else 0)) * self.switch_s
+                pause = max(0, switched.get(j, 0) - (1 if pct else 0)) * self.switch_s + behind.get(j, 0.0)
                 decision.allocations[j] = replace(a, mps_pct=pct, batch_split=plan.split.get(j, ()),
                                                   pause_s=a.pause_s + pause)
         self._plans = live
@@ -232,6 +254,7 @@ class GimbalCoordination:
         members = list(ps.members)
         self._models.update({j: jobs[j].spec.model for j in members})
         plan = CalibrationPlan({j: [100] * len(placements[j]) for j in members}, {})
+        self._readings, self._trials = {}, []
         if self._monitor is None:
             return plan, 0, {}
         jmax = ps.center
@@ -296,24 +319,53 @@ class GimbalCoordination:
         return squeeze(plan, partners, step, floor)
 
     # -- runtime information -----------------------------------------------------------------------
+    def _members(self, plan: CalibrationPlan, placements: Mapping[str, Placement]) -> dict[str, tuple[str, Placement,
+                                                                                                    tuple[int, ...]]]:
+        return {j: (self._models.get(j, ""), placements[j], tuple(pct)) for j, pct in plan.pct.items()}
+
     def _speeds(self, plan: CalibrationPlan, placements: Mapping[str, Placement]) -> dict[str, list[float]]:
         """Every worker's speed in the plan's packing set under the plan (the whole set is measured: a
-        worker's speed depends on its partner's limit)."""
+        worker's speed depends on its partner's limit). A plan not read yet in this search is a trial: it runs
+        for one reading, and the search keeps that reading."""
         assert self._monitor is not None
-        return self._monitor.worker_speeds({j: (self._models.get(j, ""), placements[j], tuple(pct))
-                                            for j, pct in plan.pct.items()})
+        state = self._state(plan)
+        if state not in self._readings:
+            members = self._members(plan, placements)
+            reading = self._monitor.worker_speeds(members)
+            self._readings[state] = reading
+            self._trials.append((members, self._splits(reading)))
+        return self._readings[state]
+
+    def _splits(self, speeds: Mapping[str, list[float]]) -> dict[str, tuple[float, ...]]:
+        """The batch splits sample stealing sets from a reading (when enabled): balanced for every job whose
+        workers diverge, equal (absent) otherwise."""
+        if not self.sample_stealing:
+            return {}
+        return {j: balanced(v) for j, v in speeds.items() if len(v) > 1 and max(v) - min(v) > 1e-6}
 
     def _rebalance(self, plan: CalibrationPlan, placements: Mapping[str, Placement], members: list[str]) -> None:
         """Input-sample stealing for every job of the set whose workers diverge (when enabled)."""
         if not self.sample_stealing:
             return
-        speeds = self._speeds(plan, placements)
+        splits = self._splits(self._speeds(plan, placements))
         for j in members:
-            v = speeds[j]
-            if len(v) > 1 and max(v) - min(v) > 1e-6:
-                plan.split[j] = balanced(v)
+            if j in splits:
+                plan.split[j] = splits[j]
             else:
                 plan.split.pop(j, None)
+
+    def _trial_s(self) -> float:
+        """How long one trial runs: until the monitor's next reading, at most ``collect_s``."""
+        period = self._monitor.period_s if self._monitor is not None else 0.0
+        return min(self.collect_s, period)
+
+    def _trial_cost(self, plan: CalibrationPlan, placements: Mapping[str, Placement]) -> dict[str, float]:
+        """Seconds each job of the last search is behind the kept ``plan`` for having run the search's
+        trials."""
+        if self._monitor is None or not self._trials:
+            return {}
+        kept = (self._members(plan, placements), dict(plan.split))
+        return self._monitor.trial_delays(self._trials, kept, self._trial_s())
 
     def _remaining_time(self, job: JobView, speed: float) -> float:
         rem = job.remaining_estimate_s()

@@ -39,6 +39,7 @@ from dlsched.policies.registry import STAGE_KINDS
 from dlsched.sim.metrics import FtfCombine, FtfDefinition, FtfIsolated, FtfShare
 from dlsched.world.base import WorldConfig
 from dlsched.world.calibration import profile_names
+from dlsched.world.sharing_worlds import SHARING_WORLDS
 
 DEFAULT_CLUSTER = "sia-hetero-64"
 #: Loads sia-hetero-64 enough that schedulers differ (325 jobs in 4 hours; see the README for the table).
@@ -72,11 +73,15 @@ _WORLD_LIMITS: dict[str, dict[str, float]] = {
     # a share of interference, and the curvature of a saturating curve (MpsCurve refuses k outside (0, 50])
     "mps_isolation": {"ge": 0.0, "le": 1.0},
     "mps_curve_k": {"gt": 0.0, "le": 50.0},
+    # a relative standard deviation of a reading, and the time between readings
+    "monitor_noise": {"ge": 0.0, "le": 1.0},
+    "monitor_period_s": {"ge": 0.0, "le": 3600.0},
 }
 
 #: World options that name one of a set of choices, and where the choices come from.
 _WORLD_CHOICES: dict[str, tuple[str, Callable[[], tuple[str, ...]]]] = {
     "calibration": ("calibration profile", profile_names),
+    "sharing_world": ("sharing world", lambda: SHARING_WORLDS),
 }
 
 

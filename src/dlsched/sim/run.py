@@ -100,17 +100,34 @@ class PreparedRun:
     trace_jobs: int = 0
 
 
-def data_sources(data_dir: str | None, world: World) -> dict[str, Any]:
+def data_sources(data_dir: str | None, world: World, packed_models: Sequence[str] | None = None) -> dict[str, Any]:
     """Where a run's inputs came from, for ``config.json`` and the one-line notice the CLI prints.
 
     Throughput and statistical efficiency always come from the fits packaged with dlsched (derived from the
     measured profiles by ``scripts/``). Per-GPU speeds come from the measured files when the data directory
-    holds them; ``packaged`` lists what fell back to the packaged fitted parameters instead.
+    holds them; ``packaged`` lists what fell back to the packaged fitted parameters instead. A run whose
+    scheduler packs jobs (``packed_models``: its trace's models) also records ``sharing``, the provenance of
+    every pair speed and MPS curve the sharing world plays among those models
+    (:meth:`dlsched.world.sharing_worlds.SharingWorld.provenance`).
     """
     origin = world.speeds.origin
     packaged = ["gpu_speeds"] if origin == "fitted" else []
-    return {"dir": data_dir, "throughput": "packaged-fit", "efficiency": "packaged-fit", "gpu_speeds": origin,
-            "packaged": packaged}
+    out: dict[str, Any] = {"dir": data_dir, "throughput": "packaged-fit", "efficiency": "packaged-fit",
+                           "gpu_speeds": origin, "packaged": packaged}
+    if packed_models is not None:
+        out["sharing"] = world.sharing_world.provenance(packed_models)
+    return out
+
+
+def sharing_notice(data: dict[str, Any]) -> str | None:
+    """One line saying which sharing world a packing run played and how much of it was measured."""
+    sharing = data.get("sharing")
+    if not sharing:
+        return None
+    pairs = ", ".join(f"{n} {k}" for k, n in sharing["pairs"].items())
+    curves = ", ".join(f"{n} {k}" for k, n in sharing["mps_curves"].items())
+    return (f"sharing world {sharing['world']}: pairs among the trace's models {pairs}; MPS curves {curves} "
+            f"(config.json 'data.sharing')")
 
 
 def data_notice(data: dict[str, Any]) -> str | None:
@@ -164,7 +181,9 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
                                  fitting=fitting_traces(config.cluster)) from None
         attach_oracle(scheduler, world, engine)
     return PreparedRun(config=resolved, engine=engine, scheduler=scheduler, trace_name=trace_name,
-                       label=resolved.label, data=data_sources(data_dir, world),  # type: ignore[arg-type]
+                       label=resolved.label,  # type: ignore[arg-type]
+                       data=data_sources(data_dir, world, [j.model for j in specs]
+                                         if scheduler.traits.allows_packing else None),
                        trace_jobs=trace_jobs)
 
 
@@ -186,7 +205,7 @@ def simulate(config: RunConfig, *, on_progress: Progress | None = None,
             end_s = rounds[-1].time_s + run.config.round_s if rounds else 0.0  # type: ignore[operator]
             sim_wall_s = time.perf_counter() - t0
     covered = in_window(window_jobs(jobs, run.config.summary_jobs), run.config.window_start, run.config.window_end)
-    notices = [n for n in (jobs_notice(run), window_note(len(jobs), len(covered), run.config.window_start,
+    notices = [n for n in (jobs_notice(run), sharing_notice(run.data), window_note(len(jobs), len(covered), run.config.window_start,
                                                           run.config.window_end) if complete else None) if n]
     summary = summarize(covered, rounds, num_gpus=engine.cluster.num_gpus, sim_wall_s=sim_wall_s)
     summary = {"policy": run.label, "cluster": run.config.cluster, "trace": run.trace_name,

@@ -45,6 +45,7 @@ from dlsched.world.config import WorldConfig
 from dlsched.world.efficiency import EfficiencyModel
 from dlsched.world.fitted import load_profiles
 from dlsched.world.sharing import JobSharing, MpsCurve, SharingModel
+from dlsched.world.sharing_worlds import SharingWorld, sharing_world
 from dlsched.world.stragglers import StragglerEpisodes
 from dlsched.world.throughput import ThroughputModel
 from dlsched.world.variability import GpuSpeeds
@@ -296,9 +297,12 @@ class World:
         self.episodes = StragglerEpisodes.for_cluster(
             cluster, seed=seed, enabled=self.config.variability and self.config.episodes == "on")
         self._node_speed = cluster.node_speed
-        self._sharing: SharingModel | None = None
-        if self.config.mps_curve:
-            self.sharing  # noqa: B018 - read a measured curve file now, so a bad one stops the run before it starts
+        #: The seed the world was drawn with (a runtime monitor seeds its noise from it).
+        self.seed = seed
+        self._sharing: SharingWorld | None = None
+        if self.config.mps_curve or self.config.sharing_world != "old-gpus":
+            # read a measured curve file or the generation's data now, so a bad one stops the run before it starts
+            self.sharing  # noqa: B018
         #: (model, GPU type, GPUs, adaptivity, batch size, requested GPUs) -> isolated run time
         self._iso_cache: dict[tuple[str, str, int, Adaptivity, int | None, int], float] = {}
         #: Job shape -> per GPU count, the best rate per progress segment (see _iso_best_rates).
@@ -333,10 +337,17 @@ class World:
     @property
     def sharing(self) -> SharingModel:
         """How packed workers interfere (:mod:`dlsched.world.sharing`), loaded on first use."""
+        return self.sharing_world.model
+
+    @property
+    def sharing_world(self) -> SharingWorld:
+        """The GPU generation's pair speeds and MPS curves with their provenance
+        (:mod:`dlsched.world.sharing_worlds`), loaded on first use."""
         if self._sharing is None:
             curve = (MpsCurve.from_file(self.config.mps_curve) if self.config.mps_curve
                      else MpsCurve(self.config.mps_curve_k))
-            self._sharing = SharingModel(curve=curve, isolation=self.config.mps_isolation)
+            self._sharing = sharing_world(self.config.sharing_world, curve, curve_file=self.config.mps_curve,
+                                          isolation=self.config.mps_isolation)
         return self._sharing
 
     def rate(self, phys: JobPhysics, progress: float, placement: Placement, batch_size: int | None = None,

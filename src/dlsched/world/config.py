@@ -12,6 +12,7 @@ from typing import Literal
 from dlsched.core import InputError
 from dlsched.world.calibration import DEFAULT_CALIBRATION, calibration
 from dlsched.world.sharing import DEFAULT_ISOLATION, SHARE_CHANGE_S, MpsCurve
+from dlsched.world.sharing_worlds import SHARING_WORLDS
 from dlsched.world.variability import GPU_SPEED_SOURCES
 
 
@@ -49,6 +50,16 @@ class WorldConfig:
     mps_curve_k: float = MpsCurve().k
     #: A measured curve file (``experiments/mps``) to fit the curve to instead of ``mps_curve_k``.
     mps_curve: str | None = None
+    #: Which GPU generation's pair speeds and MPS curves the world plays packed jobs with
+    #: (:mod:`dlsched.world.sharing_worlds`): ``old-gpus`` (the packaged Lucid/Gavel/PAL pair table, one MPS
+    #: curve for every model) or ``h200`` (pairs measured on an H200, ``$DLSCHED_DATA/h200/gpu_profile.json``).
+    sharing_world: str = "old-gpus"
+    #: Relative standard deviation of a runtime monitor's reading of a worker's speed over one period
+    #: (:class:`dlsched.sim.monitor.WorldMonitor`); 0 reads the truth.
+    monitor_noise: float = 0.03
+    #: Seconds between a runtime monitor's readings (Gimbal section 6: every 30 s); a trial plan runs at
+    #: least this long before its effect is read.
+    monitor_period_s: float = 30.0
     #: Calibration profile (``params/calibration.json``): per-model slowdowns of iteration time and restart
     #: delays. ``none`` plays the profiles as measured; ``sia-artifact`` plays them as Sia's simulator did.
     #: A cluster preset may name its own default (the ``sia-*`` presets: ``sia-artifact``).
@@ -67,6 +78,9 @@ class WorldConfig:
             raise InputError("episodes on top of gpu_speeds=single-runs would count the straggler runs twice "
                              "(single-runs already scores GPUs by them); use gpu_speeds=medians",
                              field="straggler_episodes")
+        if self.sharing_world not in SHARING_WORLDS:
+            raise InputError(f"unknown sharing world '{self.sharing_world}' (known: {', '.join(SHARING_WORLDS)})",
+                             field="sharing_world")
         calibration(self.calibration)  # an unknown name is refused here, naming the field
 
     @property

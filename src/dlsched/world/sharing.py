@@ -13,7 +13,8 @@ Three effects decide how fast a packed job trains:
   concurrency mechanisms for NVIDIA GPUs under deep learning workloads" (Performance Evaluation 2021); Gimbal's
   own Figure 2-a (JCT against the second job's limit) is concave too. The default ``k`` gives 90% of the
   unrestricted speed at 50% of the threads (``s(0.5) = 0.9``); ``experiments/mps`` measures and fits a GPU's
-  own curve.
+  own curve. A sharing world may give a model a curve of its own (:mod:`dlsched.world.sharing_worlds`:
+  the H200 world's curves follow how much of the GPU each model fills).
 * **Combining the two**: the interference a worker suffers comes from its partner's activity on the GPU.
   Part of it is contention for the SMs, which disappears when the two limits do not overlap (NVIDIA's MPS
   documentation: limits that split the threads between clients "concentrate the work submitted by
@@ -38,10 +39,11 @@ Changing a worker's share restarts nothing but pauses the job for :data:`SHARE_C
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from dlsched.catalog.colocation import ColocationTable
+from dlsched.catalog.colocation import ColocationTable, PairSpeed, canonical
 
 #: Seconds a job pauses when the share restriction of any of its workers changes (Gimbal section 7.4).
 SHARE_CHANGE_S = 3.6
@@ -162,25 +164,43 @@ def balanced_split(worker_speeds: Sequence[float]) -> tuple[float, ...]:
     return tuple(v / total for v in worker_speeds)
 
 
-class SharingModel:
-    """Worker and job speeds of packed jobs from the pair table and an MPS curve (module docstring)."""
+class PairTable(Protocol):
+    """What the sharing model reads of a pair table (:class:`ColocationTable`, or a GPU generation's own in
+    :mod:`dlsched.world.sharing_worlds`)."""
 
-    def __init__(self, table: ColocationTable | None = None, curve: MpsCurve | None = None,
-                 isolation: float = DEFAULT_ISOLATION) -> None:
+    def pair(self, model_a: str, model_b: str) -> PairSpeed: ...
+
+    def memory_gb(self, model: str) -> float: ...
+
+
+class SharingModel:
+    """Worker and job speeds of packed jobs from the pair table and MPS curves (module docstring).
+
+    ``curve`` is every model's curve unless ``curves`` (by canonical model name) gives the model its own.
+    """
+
+    def __init__(self, table: PairTable | None = None, curve: MpsCurve | None = None,
+                 isolation: float = DEFAULT_ISOLATION, curves: Mapping[str, MpsCurve] | None = None) -> None:
         if not 0.0 <= isolation <= 1.0:
             raise ValueError(f"isolation must be in [0, 1], got {isolation!r}")
-        self.table = table or ColocationTable.load()
+        self.table: PairTable = table or ColocationTable.load()
         self.curve = curve or MpsCurve()
+        self.curves = {canonical(m): c for m, c in (curves or {}).items()}
         self.isolation = isolation
+
+    def curve_of(self, model: str) -> MpsCurve:
+        """The MPS curve ``model``'s workers follow."""
+        return self.curves.get(canonical(model), self.curve) if self.curves else self.curve
 
     def worker_speed(self, model: str, worker: WorkerShare) -> float:
         """A worker's speed relative to running alone and unrestricted on its GPU."""
-        own = self.curve.speed(worker.pct / 100.0)
+        own = self.curve_of(model).speed(worker.pct / 100.0)
         if worker.partner is None:
             return own
         r = self.table.pair(model, worker.partner).speed_a
         overlap = min(1.0, max(0.0, (worker.pct + worker.partner_pct) / 100.0 - 1.0))
-        activity = (1.0 - self.isolation) * self.curve.speed(worker.partner_pct / 100.0) + self.isolation * overlap
+        partner = self.curve_of(worker.partner).speed(worker.partner_pct / 100.0)
+        activity = (1.0 - self.isolation) * partner + self.isolation * overlap
         return own * (1.0 - (1.0 - r) * activity)
 
     def worker_speeds(self, model: str, sharing: JobSharing) -> list[float]:
