@@ -21,3 +21,26 @@ def restart_cost(records: Any) -> dict[str, float | None]:
     config = records.config.world_config()
     delays = [restart_delay_s(j.model, config) for j in records.jobs]
     return {"restart_delay_s": sum(delays) / len(delays) if delays else None}
+
+
+def queue_records(data: dict[str, Any]) -> list[dict | None]:
+    """A Hops result file's runs (as ``sia_common.records_of`` gives them), with the latency ratio and the
+    waiting-queue fragment count of a run made before they were counted from the waiting queue moved to
+    where they belong: such a run has no ``latency_ratio_submit_max``, its ``latency_ratio_*`` counted from
+    submission (now ``latency_ratio_submit_*``), and its ``fragments_waiting_per_round`` counted jobs still
+    to be profiled as waiting, a count no column holds now, so both waiting-queue columns show "-"."""
+    import sia_common as sc
+
+    out: list[dict | None] = []
+    for record in sc.records_of(data):
+        summary = record["summary"] if record is not None else None
+        if summary is None or "latency_ratio_submit_max" in summary:
+            out.append(record)
+            continue
+        moved = dict(summary)
+        for stat in ("max", "avg", "p99"):
+            if f"latency_ratio_{stat}" in moved:
+                moved[f"latency_ratio_submit_{stat}"] = moved.pop(f"latency_ratio_{stat}")
+        moved.pop("fragments_waiting_per_round", None)
+        out.append({**record, "summary": moved})
+    return out

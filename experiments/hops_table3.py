@@ -15,7 +15,7 @@ weighting (``lambda_fairness=0``, throughput alone), the plans inside a round an
 from __future__ import annotations
 
 import sia_common as sc
-from hops_common import RESTART_METRIC, restart_cost
+from hops_common import RESTART_METRIC, queue_records, restart_cost
 
 CLUSTER = "hops-64"
 #: (tag, policy, settings): the rows of the table.
@@ -55,7 +55,7 @@ def paper_row(name: str, figures: tuple[str, ...]) -> list[str]:
 def tables(data: dict) -> dict[str, str]:
     """From ``experiments/results/hops_table3.json``: ``summary`` (mean ± std over the seeds per row, with
     the paper's figure under each scheduler's name)."""
-    records = sc.records_of(data)
+    records = queue_records(data)
     header, rows = sc.group_rows(records, metrics=METRICS)
     out = []
     for row in rows:

@@ -19,7 +19,7 @@ to show what restarts cost Hops, whose ILP replans running jobs every round.
 from __future__ import annotations
 
 import sia_common as sc
-from hops_common import RESTART_METRIC, restart_cost
+from hops_common import RESTART_METRIC, queue_records, restart_cost
 
 CLUSTER = "hops-512"
 #: (tag, policy, settings): the rows of the table.
@@ -57,7 +57,7 @@ def tables(data: dict) -> dict[str, str]:
     """From ``experiments/results/hops_table4.json``: ``summary`` (mean ± std over the seeds per row, with
     the paper's figure under each scheduler's name), ``must_show`` (Hops against each baseline: the
     ratios the issue asks for) and ``shares`` (each part of Hops switched off, against the full Hops)."""
-    records = sc.records_of(data)
+    records = queue_records(data)
     header, rows = sc.group_rows(records, metrics=METRICS)
     out = []
     for row in rows:
