@@ -120,13 +120,20 @@ def test_the_page_asks_for_a_token_and_the_data_needs_one(live: Live, tmp_path: 
         page.wait_for_selector("#cluster .gpu")
 
 
-def test_metrics_count_jobs_gpus_queue_and_rounds(live: Live):
+def _metrics(live: Live) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     r = httpx.get(live.url + "/metrics", timeout=10)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in text_string_to_metric_families(r.text) for s in family.samples}
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(r.text) for s in family.samples}
+
+
+def test_metrics_count_jobs_gpus_queue_and_rounds(live: Live):
     jobs = live.jobs()
     queued = sum(1 for j in jobs.values() if j["status"] == "queued")
+    # the queue length is the last round's: a job queued since then is counted from the next round on
+    wait_until("a round that saw the queue", lambda: _metrics(live)[("dlsched_queue_length", ())] == queued,
+               timeout_s=30, every_s=0.5)
+    samples = _metrics(live)
     assert samples[("dlsched_jobs", (("status", "running"),))] == 2
     assert samples[("dlsched_jobs", (("status", "queued"),))] == queued
     assert samples[("dlsched_gpus_allocated", (("gpu_type", "a100"),))] == 4
