@@ -133,11 +133,13 @@ def test_a_killed_node_leaves_the_schedule_and_its_job_resumes_elsewhere(tmp_pat
         state = tmp_path / "state"
         proc = start_service(state, "--address", cluster.address, "--round-s", "2", "--policy", "fifo")
         info = wait_for_server(state, proc)
-        spec = _spec(tmp_path, "rigid-transformer", command="python transformer.py --epochs 25", gpus=2,
+        # long enough (about a minute of steps here) that the node dies well before the job could end on it
+        spec = _spec(tmp_path, "rigid-transformer", command="python transformer.py --epochs 100", gpus=2,
                      adaptivity="rigid", batch_size=32, env={"DLSCHED_CHECKPOINT_S": "2", "DLSCHED_REPORT_S": "1"})
         job_id = _submit(info, spec)
         wait_until("the job running with a checkpoint", lambda: _running_with_checkpoint(info, [job_id]),
                    timeout_s=600)
+        assert show(info, job_id)["status"] == "running", "the job ended before its node could be killed"
         (first,) = show(info, job_id)["placement"]
         cluster.kill_raylet(nodes[first])
         wait_until("the job succeeded", lambda: _all_succeeded(info, [job_id]), timeout_s=900, every_s=2.0)
