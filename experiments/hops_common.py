@@ -12,6 +12,9 @@ from typing import Any
 
 #: The column every Hops table adds (summary key, header, scale, format).
 RESTART_METRIC = ("restart_delay_s", "restart cost (s)", 1.0, "{:.0f}")
+#: The fragment count of runs made before waits were counted from the waiting queue (see :func:`queue_records`).
+EARLIER_FRAGMENTS = ("fragments_profiling_excluded_per_round", "fragments/round (earlier count: profiling excluded)",
+                     1.0, "{:.2f}")
 
 
 def restart_cost(records: Any) -> dict[str, float | None]:
@@ -27,8 +30,9 @@ def queue_records(data: dict[str, Any]) -> list[dict | None]:
     """A Hops result file's runs (as ``sia_common.records_of`` gives them), with the latency ratio and the
     waiting-queue fragment count of a run made before they were counted from the waiting queue moved to
     where they belong: such a run has no ``latency_ratio_submit_max``, its ``latency_ratio_*`` counted from
-    submission (now ``latency_ratio_submit_*``), and its ``fragments_waiting_per_round`` counted jobs still
-    to be profiled as waiting, a count no column holds now, so both waiting-queue columns show "-"."""
+    submission (now ``latency_ratio_submit_*``), and its ``fragments_waiting_per_round`` counted a job being
+    profiled as not waiting but one still to be profiled as waiting (now ``fragments_profiling_excluded_per_round``,
+    :data:`EARLIER_FRAGMENTS`), so both waiting-queue columns show "-" for it."""
     import sia_common as sc
 
     out: list[dict | None] = []
@@ -41,6 +45,7 @@ def queue_records(data: dict[str, Any]) -> list[dict | None]:
         for stat in ("max", "avg", "p99"):
             if f"latency_ratio_{stat}" in moved:
                 moved[f"latency_ratio_submit_{stat}"] = moved.pop(f"latency_ratio_{stat}")
-        moved.pop("fragments_waiting_per_round", None)
+        if "fragments_waiting_per_round" in moved:
+            moved[EARLIER_FRAGMENTS[0]] = moved.pop("fragments_waiting_per_round")
         out.append({**record, "summary": moved})
     return out
