@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gimbal_e2e import summaries_by_label
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "results" / "gimbal_ablation.json"
 WORLDS = ("old-gpus", "h200")
@@ -86,12 +88,6 @@ def configs(seeds: int) -> list[Any]:
     return out
 
 
-def _by_label(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for run, cfg in zip(data["runs"], data["configs"], strict=True):
-        out.setdefault(cfg["label"], []).append(run["summary"])
-    return out
-
 
 def _value(objective: str, summary: dict[str, Any]) -> float:
     _, key, higher, _ = OBJECTIVES[objective]
@@ -136,7 +132,7 @@ def _provenance_table(data: dict[str, Any]) -> str:
 
 def tables(data: dict[str, Any]) -> dict[str, str]:
     """Figure 12 per objective, the sensitivity of the gains and the worlds' provenance, from a result file."""
-    by = _by_label(data)
+    by = summaries_by_label(data)
     seeds = data.get("seeds", 1)
     foot = f"\n\n`gimbal-16`, first {JOBS} jobs of `gimbal-philly:seed=S`, seeds 1..{seeds}: mean ± standard deviation."
     out = {}

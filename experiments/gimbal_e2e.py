@@ -81,7 +81,8 @@ def configs(seeds: int, ablation_seeds: int) -> list[Any]:
     return out
 
 
-def _by_label(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def summaries_by_label(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """A result file's run summaries grouped by their configuration's label (the Gimbal experiments' rows)."""
     out: dict[str, list[dict[str, Any]]] = {}
     for run, cfg in zip(data["runs"], data["configs"], strict=True):
         out.setdefault(cfg["label"], []).append(run["summary"])
@@ -94,7 +95,7 @@ def _mean(rows: list[dict[str, Any]], key: str) -> float:
 
 def tables(data: dict[str, Any]) -> dict[str, str]:
     """The end-to-end and ablation tables from a result file (``experiments/results/gimbal_e2e.json``)."""
-    by = _by_label(data)
+    by = summaries_by_label(data)
     lines = ["| trace | scheduler | avg JCT (h) | avg queueing (h) | makespan (h) | JCT vs Lucid | queueing vs Lucid "
              "| paper (JCT, queueing) |", "|---|---|---|---|---|---|---|---|"]
     for source in ("philly", "alibaba"):
