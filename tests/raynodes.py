@@ -23,9 +23,8 @@ class RayNodes:
     be killed alone and all are stopped without touching any other Ray on the machine."""
 
     def __init__(self, resources: dict[str, float] | None = None) -> None:
-        # every `ray start` below, and the drivers started from here, agree on the authentication: a head
-        # turns tokens on by itself when ~/.ray holds one, a node joining it does not
-        os.environ["RAY_AUTH_MODE"] = "disabled"
+        # every `ray start` below inherits RAY_AUTH_MODE=disabled from tests/conftest.py, as do the drivers
+        # (a head would otherwise turn tokens on by itself when ~/.ray holds one, a node joining it would not)
         self.head = ray_cluster.start_ray_node(
             ["--head", "--port", str(free_port()), "--include-dashboard=false", "--dashboard-port",
              str(free_port()), "--system-config", json.dumps(FAST_HEALTH_CHECKS),
