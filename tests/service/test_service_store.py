@@ -9,6 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from dlsched.core import GradientObservation, InputError, ThroughputObservation
+from dlsched.service.records import ConsumedReports
 from dlsched.service.spec import parse_submission
 from dlsched.service.store import Store, hash_token
 
@@ -178,13 +179,16 @@ def test_events_telemetry_observations_and_meta_round_trip(store: Store):
     reports = [{"type": "start", "incarnation": 0, "time": 10.5, "resumed_step": 0},
                {"type": "progress", "incarnation": 0, "time": 12.0, "first_step": 1, "last_step": 9,
                 "grad_sqr": None, "loss": 2.5}]
-    store.add_telemetry(job.id, reports)
-    assert store.telemetry(job.id) == reports
     tput = [ThroughputObservation(1.0, "a100", 1, 2, 32, 1, 0.25, 0.01, servers=((0, 2),),
                                   components=(("T_f", 0.1),), data_load_s=(0.01, 0.02))]
     grad = [GradientObservation(2.0, 64, 0.5, 1.5)]
-    store.add_observations(job.id, tput, grad)
+    consumed = ConsumedReports()
+    consumed.add_reports(job.id, reports, 123)
+    consumed.add_observations(job.id, tput, grad)
+    store.commit_changes(13.0, {job.id: {"steps_done": 9}}, [], consumed)
+    assert store.telemetry(job.id) == reports
     assert store.observations(job.id) == (tput, grad)
+    assert store.reports_offset(job.id) == 123 and store.job(job.id).steps_done == 9
     assert store.meta_get("epoch") is None
     store.meta_set("epoch", "1")
     store.meta_set("epoch", "2")

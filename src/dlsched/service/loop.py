@@ -37,6 +37,7 @@ from dlsched.policies.reasons import take_explanations
 from dlsched.runtime.executor_api import Executor, LaunchSpec
 from dlsched.service import membership
 from dlsched.service.batch import choose_batch
+from dlsched.service.intake import ReportIntake
 from dlsched.service.quotas import service_quotas
 from dlsched.service.reports import REPORTS_FILE, digest, read_new_reports, write_control
 from dlsched.service.round_record import decision_record, round_summary, where
@@ -80,8 +81,6 @@ class _Memory:
     last_grad: tuple[float, float] | None = None
     last_report_s: float | None = None
     launched_s: float | None = None
-    #: Bytes of reports.jsonl consumed (None: not read from the database yet).
-    offset: int | None = None
     #: Not started again before this time: workers lost with their node may still be finishing a step and
     #: a checkpoint; the next round reads it first, so the job resumes from the newest one.
     hold_until: float = 0.0
@@ -100,6 +99,7 @@ class RoundLoop:
         self.cluster: Cluster | None = None
         self.batches = LearnedGoodputEstimator(mode="none")
         self.memory: dict[str, _Memory] = {}
+        self.intake = ReportIntake(store, options.jobs_dir)
         epoch = store.meta_get("epoch_s")
         if epoch is None:
             epoch = repr(self.clock())
@@ -118,27 +118,31 @@ class RoundLoop:
         checkpoint (a restart, not a failure)."""
         now = self.clock()
         active = {j.id: j for j in self.store.active_jobs()}
+        updates: dict[str, dict[str, Any]] = {}
+        events: list[tuple[str, str, str, dict[str, Any]]] = []
         for key in self.executor.hosted():  # workers the database does not name as running: leftovers
             job = active.get(key.split(".", 1)[0])
             if job is None or job.status != "running" or "." in key:
                 self.executor.forget(key)
         for job in active.values():
             if job.status == "profiling":
-                self.store.update_job(job.id, status="queued")
+                updates[job.id] = {"status": "queued"}
                 continue
             if job.status != "running":
                 continue
             world = sum(len(v) for v in job.placement.values())
             if self.executor.attach(job.id, job.incarnation, world):
                 self.memory[job.id] = _Memory(launched_s=now, last_report_s=now)
-                self.store.add_event(job.id, "reattached", f"workers of incarnation {job.incarnation} found "
-                                     f"alive after the service restarted", now_s=now)
-            else:
-                self.store.update_job(job.id, status="queued", placement={}, gpus=0, gpu_type=None,
-                                      restarts=job.restarts + 1)
-                self.store.add_event(job.id, "requeued", f"workers of incarnation {job.incarnation} gone after "
-                                     f"the service restarted; resumes from checkpoint step "
-                                     f"{job.last_checkpoint_step}", now_s=now)
+                events.append((job.id, "reattached", f"workers of incarnation {job.incarnation} found alive "
+                               f"after the service restarted", {}))
+            else:  # what they wrote before they went still counts: its newest checkpoint above all
+                up = updates[job.id] = {}
+                self.intake.catch_up(job, up, now)
+                up.update(status="queued", placement={}, gpus=0, gpu_type=None, restarts=job.restarts + 1)
+                events.append((job.id, "requeued", f"workers of incarnation {job.incarnation} gone after the "
+                               f"service restarted; resumes from checkpoint step "
+                               f"{up.get('last_checkpoint_step', job.last_checkpoint_step)}", {}))
+        self._commit_changes(now, updates, events)
 
     def shutdown(self) -> None:
         """A graceful stop: every running job checkpoints and stops, and waits in the queue as preempted
@@ -153,17 +157,24 @@ class RoundLoop:
             self.executor.stop(keys, grace_s=self.options.stop_grace_s)
         for key in keys:
             self.executor.forget(key)
+        updates: dict[str, dict[str, Any]] = {}
+        events: list[tuple[str, str, str, dict[str, Any]]] = []
+        self.intake.begin()
         for job in jobs:
-            updates: dict[str, dict[str, Any]] = {}
-            self._catch_up_checkpoint(job, updates)
-            up = updates.get(job.id, {})
+            up = updates[job.id] = {}
+            self.intake.catch_up(job, up, now)
             up.update(status="queued", placement={}, gpus=0, gpu_type=None)
             if job.status == "running":
                 up["preemptions"] = job.preemptions + 1
-            self.store.update_job(job.id, **up)
-            self.store.add_event(job.id, "preempted", "the service stopped; resumes from checkpoint step "
-                                 f"{up.get('last_checkpoint_step', job.last_checkpoint_step)} at its next start",
-                                 now_s=now)
+            events.append((job.id, "preempted", "the service stopped; resumes from checkpoint step "
+                           f"{up.get('last_checkpoint_step', job.last_checkpoint_step)} at its next start", {}))
+        self._commit_changes(now, updates, events)
+
+    def _commit_changes(self, now: float, updates: dict[str, dict[str, Any]],
+                        events: list[tuple[str, str, str, dict[str, Any]]]) -> None:
+        consumed = self.intake.take()
+        self.store.commit_changes(now, updates, events, consumed)
+        self.intake.committed(consumed)
 
     # -- one round -----------------------------------------------------------------------------------
     def run_round(self) -> dict[str, Any]:
@@ -173,6 +184,7 @@ class RoundLoop:
         t = now - self.epoch_s
         self._follow_membership(now)
         assert self.cluster is not None
+        self.intake.begin()
         jobs = {j.id: j for j in self.store.active_jobs()}
         updates: dict[str, dict[str, Any]] = {}
         events: list[tuple[str, str, str, dict[str, Any]]] = []
@@ -203,8 +215,10 @@ class RoundLoop:
         launches = self._apply(decision, view, live, updates, events, now)
         summary = round_summary(self.cluster, view, decision, policy_s, t)
         summary["round_s"] = time.perf_counter() - r0  # up to the round's commit
+        consumed = self.intake.take()
         self.store.commit_round(self.round_no, now, decision_record(decision, self.cluster), policy_s, summary,
-                                updates, events, explanations)
+                                updates, events, explanations, consumed)
+        self.intake.committed(consumed)
         for job_id, spec, control in launches:
             self._launch(job_id, spec, control, now)
         self.round_no += 1
@@ -242,7 +256,7 @@ class RoundLoop:
         assert self.cluster is not None
         placement = membership.to_global(self.cluster, job.placement) if job.placement else Placement.empty()
         conf = placement.configuration(self.cluster) if placement else None
-        reports = self._new_reports(job.id, mem)
+        reports = self.intake.read(job.id)
         if reports:
             d = digest(reports, incarnation=job.incarnation, gpu_type=conf.gpu_type if conf else None,
                        num_nodes=conf.num_nodes if conf else 1, now_s=now)
@@ -255,7 +269,7 @@ class RoundLoop:
             if d.last_report_s is not None:
                 mem.last_report_s = now
             if d.throughput or d.gradient:
-                self.store.add_observations(job.id, d.throughput, d.gradient)
+                self.intake.observe(job.id, d.throughput, d.gradient)
                 mem.new_tput.extend(d.throughput)
                 mem.new_grad.extend(d.gradient)
                 if d.gradient:
@@ -363,7 +377,7 @@ class RoundLoop:
             types = tuple(sorted({*job.profiled_types, *up.get("profiled_types", ()), gtype}))
             up["profiled_types"] = types
             if d.throughput:
-                self.store.add_observations(job.id, d.throughput, [])
+                self.intake.observe(job.id, d.throughput, [])
                 mem.new_tput.extend(d.throughput)
             events.append((job.id, "profiled", f"profiled on {gtype}: {len(d.throughput)} step-time reports", {}))
         if not mem.profiles:
@@ -435,7 +449,7 @@ class RoundLoop:
             self.executor.stop(moving, grace_s=self.options.stop_grace_s)
             for job_id in moving:
                 self.executor.forget(job_id)
-                self._catch_up_checkpoint(jobs[job_id], updates)
+                self.intake.catch_up(jobs[job_id], updates.setdefault(job_id, {}), now)
         launches: list[tuple[str, Any, dict[str, Any]]] = []
         for job_id, (new, batch) in plans.items():
             job = jobs[job_id]
@@ -483,18 +497,6 @@ class RoundLoop:
         return choose_batch(self.batches, jv, self.cluster, placement, init_batch=init,
                             max_batch=sub.max_batch_size or init, adaptive=True,
                             last_grad=self.memory[job.id].last_grad, current=job.batch_size)
-
-    def _catch_up_checkpoint(self, job: JobRecord, updates: dict[str, dict[str, Any]]) -> None:
-        """Read what a stopped job wrote on its way out (its last checkpoint), so it resumes from there."""
-        reports = self._new_reports(job.id, self.memory.setdefault(job.id, _Memory()))
-        if not reports:
-            return
-        d = digest(reports, incarnation=job.incarnation, gpu_type=None, num_nodes=1, now_s=self.clock())
-        up = updates.setdefault(job.id, {})
-        if d.last_checkpoint_step is not None:
-            up["last_checkpoint_step"] = max(d.last_checkpoint_step, up.get("last_checkpoint_step", 0))
-        if d.steps_done is not None:
-            up["steps_done"] = max(d.steps_done, up.get("steps_done", job.steps_done))
 
     def _launch_spec(self, job: JobRecord, placement: Placement, batch: int | None, incarnation: int,
                      resume_step: int, *, job_dir: Path | None = None, extra: dict[str, str] | None = None) -> LaunchSpec:
@@ -559,19 +561,6 @@ class RoundLoop:
             mem.launched_s, mem.last_report_s = now, now
 
     # -- helpers ---------------------------------------------------------------------------------------
-    def _new_reports(self, job_id: str, mem: _Memory) -> list[dict[str, Any]]:
-        """The job's reports past what was consumed, kept as telemetry; the consumed offset is stored with
-        them, so a restarted service continues where this one stopped."""
-        key = f"reports_offset:{job_id}"
-        if mem.offset is None:
-            mem.offset = int(self.store.meta_get(key) or 0)
-        reports, offset = read_new_reports(self._job_dir(job_id) / REPORTS_FILE, mem.offset)
-        if reports:
-            self.store.add_telemetry(job_id, reports)
-            self.store.meta_set(key, str(offset))
-            mem.offset = offset
-        return reports
-
     def _job_dir(self, job_id: str) -> Path:
         return self.options.jobs_dir / job_id
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dlsched.core.view import GradientObservation, ThroughputObservation
 from dlsched.service.spec import JobSubmission
 
 #: Every status a service job can have, in the order a job passes through them.
@@ -75,3 +76,27 @@ class EventRecord:
     kind: str
     message: str
     data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ConsumedReports:
+    """What a round took from jobs' ``reports.jsonl`` files: the offsets it read up to, the lines as
+    telemetry and the observations made of them.
+
+    The store writes these in the same transaction as the job updates they cause. Stored apart, a crash
+    between the two would either skip a report forever (its offset stored, the checkpoint it announced
+    not: the job would resume from an older checkpoint and redo steps) or count it twice."""
+
+    offsets: dict[str, int] = field(default_factory=dict)
+    telemetry: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    throughput: dict[str, list[ThroughputObservation]] = field(default_factory=dict)
+    gradient: dict[str, list[GradientObservation]] = field(default_factory=dict)
+
+    def add_reports(self, job_id: str, reports: list[dict[str, Any]], offset: int) -> None:
+        self.telemetry.setdefault(job_id, []).extend(reports)
+        self.offsets[job_id] = offset
+
+    def add_observations(self, job_id: str, throughput: list[ThroughputObservation],
+                         gradient: list[GradientObservation]) -> None:
+        self.throughput.setdefault(job_id, []).extend(throughput)
+        self.gradient.setdefault(job_id, []).extend(gradient)

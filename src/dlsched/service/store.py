@@ -46,6 +46,7 @@ from dlsched.service import models as m
 from dlsched.service.records import (
     ACTIVE_STATUSES,
     STATUSES,
+    ConsumedReports,
     EventRecord,
     JobRecord,
     QuotaRecord,
@@ -61,6 +62,8 @@ SQLITE_BUSY_MS = 30_000
 _MIGRATION_LOCK = 0x646C7363
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 MIGRATIONS = Path(__file__).parent / "migrations"
+#: Meta key prefix of the bytes of a job's ``reports.jsonl`` consumed (committed with what they caused).
+REPORTS_OFFSET = "reports_offset:"
 
 #: Columns :meth:`Store.update_job` may set, by JobRecord field name.
 _UPDATABLE = frozenset(f for f in JobRecord.__dataclass_fields__ if f not in ("id", "user"))
@@ -311,22 +314,27 @@ class Store:
     def commit_round(self, round_no: int, time_s: float, decision: dict[str, Any], policy_s: float,
                      summary: dict[str, Any], job_updates: dict[str, dict[str, Any]],
                      events: list[tuple[str, str, str, dict[str, Any]]],
-                     explanations: Sequence[dict[str, Any]] = ()) -> None:
-        """Record a round, the job updates it causes, its events (job_id, kind, message, data) and its
-        explanation records (docs/service.md, "Explanations") in ONE transaction: after a crash either all
-        of it is there or none. An update of an unknown job raises KeyError; an event of an unknown job or a
-        round number used before, IntegrityError."""
+                     explanations: Sequence[dict[str, Any]] = (), consumed: ConsumedReports | None = None) -> None:
+        """Record a round, the job updates it causes, its events (job_id, kind, message, data), its
+        explanation records (docs/service.md, "Explanations") and the reports it consumed in ONE transaction:
+        after a crash either all of it is there or none. An update of an unknown job raises KeyError; an
+        event of an unknown job or a round number used before, IntegrityError."""
         with self._write() as s:
             if explanations:
                 s.execute(insert(m.Explanation), [
                     {"round_no": round_no, "job_id": r["job"], "stage": str(r["stage"])[:16], "record": r}
                     for r in explanations])
-            for job_id, fields in job_updates.items():
-                _update_job(s, job_id, fields)
-            for job_id, kind, message, data in events:
-                _insert_event(s, job_id, kind, message, data, time_s)
+            _write_changes(s, time_s, job_updates, events, consumed)
             s.execute(insert(m.Round).values(round_no=round_no, time_s=time_s, decision=decision,
                                              policy_s=policy_s, summary=summary))
+
+    def commit_changes(self, time_s: float, job_updates: dict[str, dict[str, Any]],
+                       events: list[tuple[str, str, str, dict[str, Any]]],
+                       consumed: ConsumedReports | None = None) -> None:
+        """Job updates, events and consumed reports outside a round (the service starting or stopping), in
+        one transaction, as :meth:`commit_round` writes them."""
+        with self._write() as s:
+            _write_changes(s, time_s, job_updates, events, consumed)
 
     def rounds(self) -> list[dict[str, Any]]:
         with self._read() as s:
@@ -356,29 +364,10 @@ class Store:
 
     # what jobs report
 
-    def add_telemetry(self, job_id: str, reports: list[dict[str, Any]]) -> None:
-        """Keep a job's reports (``reports.jsonl`` lines) in the order given."""
-        if not reports:
-            return
-        with self._write() as s:
-            s.execute(insert(m.Telemetry), [
-                {"job_id": job_id, "time_s": _float_or_none(r.get("time")),
-                 "type": str(r["type"])[:16] if r.get("type") is not None else None, "report": r}
-                for r in reports])
-
     def telemetry(self, job_id: str) -> list[dict[str, Any]]:
         with self._read() as s:
             return [dict(t.report) for t in s.execute(select(m.Telemetry).where(m.Telemetry.job_id == job_id)
                                                       .order_by(m.Telemetry.id)).scalars()]
-
-    def add_observations(self, job_id: str, throughput: list[ThroughputObservation],
-                         gradient: list[GradientObservation]) -> None:
-        rows = ([{"job_id": job_id, "kind": "throughput", "time_s": o.time_s, "data": asdict(o)} for o in throughput]
-                + [{"job_id": job_id, "kind": "gradient", "time_s": o.time_s, "data": asdict(o)} for o in gradient])
-        if not rows:
-            return
-        with self._write() as s:
-            s.execute(insert(m.Observation), rows)
 
     def observations(self, job_id: str) -> tuple[list[ThroughputObservation], list[GradientObservation]]:
         throughput: list[ThroughputObservation] = []
@@ -392,6 +381,10 @@ class Store:
                     gradient.append(GradientObservation(**o.data))
         return throughput, gradient
 
+    def reports_offset(self, job_id: str) -> int:
+        """Bytes of the job's ``reports.jsonl`` consumed by committed rounds."""
+        return int(self.meta_get(f"{REPORTS_OFFSET}{job_id}") or 0)
+
     # meta
 
     def meta_get(self, key: str) -> str | None:
@@ -402,6 +395,31 @@ class Store:
         with self._write() as s:
             s.execute(delete(m.Meta).where(m.Meta.key == key))
             s.execute(insert(m.Meta).values(key=key, value=value))
+
+
+def _write_changes(s: Session, time_s: float, job_updates: dict[str, dict[str, Any]],
+                   events: list[tuple[str, str, str, dict[str, Any]]], consumed: ConsumedReports | None) -> None:
+    for job_id, fields in job_updates.items():
+        _update_job(s, job_id, fields)
+    for job_id, kind, message, data in events:
+        _insert_event(s, job_id, kind, message, data, time_s)
+    if consumed is None:
+        return
+    telemetry = [{"job_id": job_id, "time_s": _float_or_none(r.get("time")),
+                  "type": str(r["type"])[:16] if r.get("type") is not None else None, "report": r}
+                 for job_id, reports in consumed.telemetry.items() for r in reports]
+    if telemetry:
+        s.execute(insert(m.Telemetry), telemetry)
+    observations = ([{"job_id": j, "kind": "throughput", "time_s": o.time_s, "data": asdict(o)}
+                     for j, obs in consumed.throughput.items() for o in obs]
+                    + [{"job_id": j, "kind": "gradient", "time_s": o.time_s, "data": asdict(o)}
+                       for j, obs in consumed.gradient.items() for o in obs])
+    if observations:
+        s.execute(insert(m.Observation), observations)
+    for job_id, offset in consumed.offsets.items():
+        key = f"{REPORTS_OFFSET}{job_id}"
+        s.execute(delete(m.Meta).where(m.Meta.key == key))
+        s.execute(insert(m.Meta).values(key=key, value=str(offset)))
 
 
 def _rowcount(s: Session, statement: Update) -> int:
