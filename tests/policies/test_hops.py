@@ -358,3 +358,16 @@ def test_gpus_the_first_plan_leaves_idle_are_planned_at_once_for_fragments():
         assert {d.job.job_id for d in planner(est, **kw).allocate(view, jobs).demands} == {"a", "b"}
     # without the sensitivity adjustment the fragment plan's window holds c alone, which cannot use them
     assert {d.job.job_id for d in planner(est, sensitivity_adjustment=False).allocate(view, jobs).demands} == {"a", "b"}
+
+
+@pytest.mark.parametrize(("keep_bonus", "moves"), [(1e-6, True), (None, False)])
+def test_a_running_job_moves_only_for_a_gain_above_the_keep_bonus(keep_bonus, moves):
+    # estimates 3% apart are within the noise of what jobs report: with a 5% bonus the job keeps its GPUs
+    cluster = small_cluster((("t4", 1, 4), ("v100", 1, 4)))
+    running = job("r", (4,), placement=Placement.of(range(4)), wait=10.0)
+    est = TableEstimator({("r", "t4"): 1.0, ("r", "v100"): 1.03})
+    view = ClusterView(time_s=60.0, round_s=60.0, cluster=cluster, jobs=[running])
+    settings = {} if keep_bonus is None else {"keep_bonus": keep_bonus}  # None: the default, 5%
+    (demand,) = planner(est, **settings).allocate(view, [running]).demands
+    assert demand.gpu_type == ("v100" if moves else "t4")
+    assert cluster.gpu_type_of[0] == "t4"
