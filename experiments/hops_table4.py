@@ -13,7 +13,11 @@ layer (``server_layer=off``: per-type throughputs only). One row reads the simul
 models; the tables' "restart cost (s)" column); the last row switches it off (``world.restart_delay_scale=0``)
 to show what restarts cost Hops, whose ILP replans running jobs every round.
 
-    python experiments/hops_table4.py --workloads 1
+The rows Hops is measured by (``Hops``, ``Sia``, ``Gavel``, ``Gavel (Hops paper)``) run on trace seeds
+1..N (``--seeds``); the rows that switch a part of Hops off, on seeds 1..M (``--ablation-seeds``, default N),
+each compared with the full Hops on the same seeds.
+
+    python experiments/hops_table4.py --seeds 5 --ablation-seeds 1
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ ROWS: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("Gavel (Hops paper)", "gavel-hops", {}),
     ("Hops, restart cost off", "hops", {"world.restart_delay_scale": "0"}),
 )
+#: The rows every seed runs; the others are ablations (``--ablation-seeds``).
+MAIN_ROWS = ("Hops", "Sia", "Gavel", "Gavel (Hops paper)")
 #: The paper's Table 4: makespan (h), avg JCT (h), avg wait (h), max latency ratio, fragments per round.
 PAPER = {"Hops": ("10.48", "2.24", "0.87", "3.22", "0.45"), "Sia": ("12.36", "3.79", "1.68", "78.5", "56"),
          "Gavel": ("15.42", "4.04", "2.24", "70.43", "18")}
@@ -69,9 +75,15 @@ def tables(data: dict) -> dict[str, str]:
     return {"summary": sc.table(header, out), "must_show": must_show(records), "shares": shares(records)}
 
 
-def _mean_of(records: list[dict | None], tag: str, key: str) -> float | None:
-    """The mean of summary ``key`` over the runs of row ``tag`` (None when no run has it)."""
-    return sc.mean(r["summary"].get(key) for r in records if r is not None and r["spec"]["tag"] == tag)
+def _mean_of(records: list[dict | None], tag: str, key: str, seeds: set[int] | None = None) -> float | None:
+    """The mean of summary ``key`` over the runs of row ``tag`` (on trace ``seeds`` when given; None when no
+    run has it)."""
+    return sc.mean(r["summary"].get(key) for r in records if r is not None and r["spec"]["tag"] == tag
+                   and (seeds is None or r["summary"].get("seed") in seeds))
+
+
+def _seeds_of(records: list[dict | None], tag: str) -> set[int]:
+    return {int(r["summary"]["seed"]) for r in records if r is not None and r["spec"]["tag"] == tag}
 
 
 def must_show(records: list[dict | None]) -> str:
@@ -120,16 +132,17 @@ def shares(records: list[dict | None]) -> str:
     """Each part's share of Hops's gain: for every row that switches one part off, its makespan, average JCT,
     largest latency ratio and fragments per round against the full Hops's (the difference in brackets), and
     the share of Hops's average-JCT lead over each baseline the part accounts for, (row - Hops) / (baseline
-    - Hops); "-" where Hops has no lead."""
+    - Hops); "-" where Hops has no lead. Every mean is over the trace seeds the row ran."""
     keys = (("makespan_s", 3600.0), ("avg_jct_s", 3600.0), ("latency_ratio_max", 1.0),
             ("fragments_waiting_per_round", 1.0), ("fragments_per_round", 1.0))
-    full = {k: _mean_of(records, "Hops", k) for k, _ in keys}
-    leads = {}
-    for base in BASELINES:
-        got, mine = _mean_of(records, base, "avg_jct_s"), full["avg_jct_s"]
-        leads[base] = got - mine if got is not None and mine is not None else None
     rows = []
     for tag, part in ABLATIONS:
+        seeds = _seeds_of(records, tag)
+        full = {k: _mean_of(records, "Hops", k, seeds) for k, _ in keys}
+        leads = {}
+        for base in BASELINES:
+            got, mine = _mean_of(records, base, "avg_jct_s", seeds), full["avg_jct_s"]
+            leads[base] = got - mine if got is not None and mine is not None else None
         row = {k: _mean_of(records, tag, k) for k, _ in keys}
         cells = []
         for k, scale in keys:
@@ -140,17 +153,22 @@ def shares(records: list[dict | None]) -> str:
             ok = lead is not None and lead > 0 and h is not None and m is not None
             cells.append(f"{(m - h) / lead:.1%}" if ok else "-")  # type: ignore[operator]
         if row["avg_jct_s"] is not None:
-            rows.append([part, tag, *cells])
-    return sc.table(["part off", "row", "makespan (h)", "avg JCT (h)", "max LR", "fragments/round (waiting queue)",
+            rows.append([part, tag, str(len(seeds)), *cells])
+    return sc.table(["part off", "row", "seeds", "makespan (h)", "avg JCT (h)", "max LR", "fragments/round (waiting queue)",
                      "fragments/round (any job not running)",
                      *(f"share of JCT lead over {base}" for base in BASELINES)], rows)
 
 
 def main() -> None:
     p = sc.parser(__doc__.splitlines()[0], default_workloads=1, name="hops_table4")
+    p.add_argument("--ablation-seeds", type=int, default=None,
+                   help="trace seeds 1..M of the rows that switch a part of Hops off (default: --seeds)")
     p.add_argument("--rows", default="", help="only these rows (tags separated by ';', as tags hold commas), "
                                                  "e.g. 'Hops;Sia'")
     args = p.parse_args()
+    ablation_seeds = args.workloads if args.ablation_seeds is None else args.ablation_seeds
+    if not 0 <= ablation_seeds <= args.workloads:
+        p.error(f"--ablation-seeds: {ablation_seeds} is not in 0..{args.workloads} (--seeds)")
     wanted = {t.strip() for t in args.rows.split(";") if t.strip()}
     unknown = wanted - {tag for tag, _, _ in ROWS}
     if unknown:
@@ -160,7 +178,7 @@ def main() -> None:
                      settings={k: v for k, v in settings.items() if not k.startswith("world.")},
                      world={k.removeprefix("world."): v for k, v in settings.items() if k.startswith("world.")})
              for w in range(1, args.workloads + 1) for tag, policy, settings in ROWS
-             if not wanted or tag in wanted]
+             if (not wanted or tag in wanted) and (tag in MAIN_ROWS or w <= ablation_seeds)]
     records = sc.run_all(specs, workers=args.workers, force=args.force)
     sc.finish("hops_table4", args, records, tables)
 
