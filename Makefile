@@ -61,7 +61,7 @@ experiments: $(STAMP)
 	$(PY) experiments/sia_rigid.py --workloads 3 --workers $(WORKERS)
 	$(PY) experiments/sia_gpt.py --workloads 3 --workers $(WORKERS)
 	$(PY) experiments/gavel_fidelity.py --workloads 2 --workers $(WORKERS)
-	$(PY) experiments/gimbal_e2e.py --seeds 6 --ablation-seeds 10 --workers $(WORKERS)
+	$(PY) experiments/gimbal_e2e.py --seeds 5 --workers $(WORKERS)
 	$(PY) experiments/gimbal_search.py
 	$(PY) experiments/gimbal_ablation.py --seeds 5 --workers $(WORKERS)
 	$(PY) experiments/hops_estimator.py --workloads 3 --workers $(WORKERS)
