@@ -65,8 +65,11 @@ experiments: $(STAMP)
 	$(PY) experiments/gimbal_search.py
 	$(PY) experiments/gimbal_ablation.py --seeds 5 --workers $(WORKERS)
 	$(PY) experiments/hops_estimator.py --workloads 3 --workers $(WORKERS)
-	$(PY) experiments/hops_table4.py --workloads 1 --workers $(WORKERS)
-	$(PY) experiments/hops_ftf.py --workloads 1 --workers $(WORKERS)
+	$(PY) experiments/hops_estimator_error.py --seeds 3
+	$(PY) experiments/hops_table3.py --seeds 5 --workers $(WORKERS)
+	$(PY) experiments/hops_table4.py --seeds 5 --ablation-seeds 1 --workers $(WORKERS)
+	$(PY) experiments/hops_ftf.py --seeds 5 --workers $(WORKERS)
+	$(PY) experiments/hops_priority.py --cluster hops-64 --jobs 40 --rates 38,150 --seeds 5 --workers $(WORKERS)
 	$(PY) benchmarks/coordination_time.py --rounds 20 --out experiments/results/coordination_time.json
 	$(PY) experiments/copter_table41.py --cluster copter-10k --jobs 5000 --hours 3 --json experiments/results/copter_table41_10k.json --workers $(WORKERS)
 	$(PY) experiments/copter_table41.py --cluster copter-25k --jobs 4167 --hours 1 --json experiments/results/copter_table41_25k.json --workers $(WORKERS)
