@@ -68,11 +68,13 @@ def test_kill_minus_nine_loses_no_job_and_no_step(tmp_path: Path) -> None:
     state = tmp_path / "state"
     env = {"DLSCHED_CHECKPOINT_S": "2", "DLSCHED_REPORT_S": "1"}
     example = yaml.safe_load((EXAMPLES / "mlp.yaml").read_text())  # the shipped example, run longer
-    example["command"] = example["command"].replace("--epochs 3", "--epochs 150")
+    # the two jobs that must outlive the service run long enough that neither ends before all three run,
+    # even on a loaded machine (the resnet at 15 epochs once ended first)
+    example["command"] = example["command"].replace("--epochs 3", "--epochs 300")
     specs = [
         _spec(tmp_path, "example-mlp", **{**{k: v for k, v in example.items() if k != "name"},
                                           "working_dir": str(EXAMPLES), "env": env}),
-        _spec(tmp_path, "adaptive-resnet", command="python resnet.py --epochs 15", gpus={"min": 1, "max": 2},
+        _spec(tmp_path, "adaptive-resnet", command="python resnet.py --epochs 45", gpus={"min": 1, "max": 2},
               adaptivity="adaptive", batch_size=16, max_batch_size=64, env=env),
         _spec(tmp_path, "rigid-transformer", command="python transformer.py --epochs 20", gpus=2,
               adaptivity="rigid", batch_size=32, env=env),
@@ -86,6 +88,8 @@ def test_kill_minus_nine_loses_no_job_and_no_step(tmp_path: Path) -> None:
                    timeout_s=600)
         rounds_before = _rounds(state)
         kill9(proc)
+        statuses = {j.id: j.status for j in _jobs(state)}
+        assert set(statuses.values()) == {"running"}, f"a job ended before the service was killed: {statuses}"
         # while the service is down, the rigid job's workers die too: it must resume from its checkpoint
         killed = kill_workers(ids[2])
         assert killed, "no worker process of the rigid job found"
@@ -103,13 +107,23 @@ def test_kill_minus_nine_loses_no_job_and_no_step(tmp_path: Path) -> None:
             if job_id == ids[2]:  # restarted from its last checkpoint, once, as a failure
                 assert incarnations == 2 and detail["failures"] == 1 and "failure" in kinds, kinds
             else:  # its workers outlived the service and were found again
-                assert incarnations == 1 and "reattached" in kinds, kinds
+                assert incarnations == 1 and "reattached" in kinds, (job_id, kinds)
     finally:
         stop_service(proc)
     rounds = _rounds(state)
     assert len(rounds) > len(rounds_before)
     assert [r["round_no"] for r in rounds] == list(range(len(rounds))), "a round's decision is missing"
     assert all(isinstance(r["decision"].get("allocations"), dict) for r in rounds)
+
+
+def _jobs(state: Path) -> list[Any]:
+    from dlsched.service.store import Store
+
+    store = Store.open(state)
+    try:
+        return store.jobs()
+    finally:
+        store.close()
 
 
 def _rounds(state: Path) -> list[dict[str, Any]]:
