@@ -139,9 +139,10 @@ class HopsAllocation(EstimatingAllocation):
     #: (:mod:`dlsched.policies.hops.classes`); off: the exact ILP with one option per server.
     server_classes: bool = True
     #: Relative difference between two servers' estimates (server entity layer) below which the planner
-    #: keeps them in one class: the gap ``round_gap`` already lets a plan be below its bound, so telling
-    #: servers apart more finely cannot change which plans are accepted; 0: only equal estimates merge.
-    server_tolerance: float = ranged(0.01, 0.0, 1.0)
+    #: keeps them in one class. Jobs' reports vary by a few percent, so servers that are alike differ by
+    #: that much; the planner moves no job for less than ``keep_bonus`` either, so telling servers apart
+    #: more finely only makes more classes and slower plans. 0: only equal estimates merge.
+    server_tolerance: float = ranged(0.05, 0.0, 1.0)
     #: Relative bonus of a running job's current configuration in the ILP (docs/hops.md, choice 9). The
     #: paper is silent; its estimates come from reports that carry noise of a few percent, and a restart
     #: costs a checkpoint-restore, so a job moves only for a gain above 5%. 1e-6 breaks ties only.

@@ -6,7 +6,7 @@ latency-ratio``, ``--policy gavel --ordering latency-ratio``, as the Hops paper 
 ``--set`` keys of the allocation: ``lambda_fairness`` (1), ``sensitivity_threshold`` (1.4),
 ``service_window`` (on), ``sensitivity_adjustment`` (on), ``multi_plan`` (on), ``fill_at_round_start`` (on),
 ``plan_on_profile_end`` (on), ``server_classes`` (on),
-``server_tolerance`` (0.01), ``keep_bonus`` (0.05), ``solver`` (auto), ``round_gap`` (0.01), ``mip_rel_gap``, ``mip_node_limit`` (2000),
+``server_tolerance`` (0.05), ``keep_bonus`` (0.05), ``solver`` (auto), ``round_gap`` (0.01), ``mip_rel_gap``, ``mip_node_limit`` (2000),
 ``time_limit_s`` (60);
 of the ordering: ``refresh_s`` (30 s).
 
