@@ -7,7 +7,9 @@ which Hops and Gavel use here. Gavel runs twice too: as Gavel (its greedy lease 
 fits nowhere) and as the Hops paper ran it (``gavel-hops``: leases strictly in the queue's order, each gang on
 one GPU type). The latency ratio and the fragments are given as the paper defines them (counted from the
 waiting queue, which a job enters when its profile ends) and counted from submission. Four Hops rows switch one part off each: the service window, the priority
-weighting (``lambda_fairness=0``, throughput alone), the plans inside a round and the sensitivity adjustment.
+weighting (``lambda_fairness=0``, throughput alone), the plans inside a round and the sensitivity adjustment;
+one gives a running job's configuration only a tie-breaking bonus (``keep_bonus=1e-6``), so that its plans move
+jobs for any gain, however small (docs/hops.md, choice 9).
 
     python experiments/hops_table3.py --workloads 3
 """
@@ -25,6 +27,7 @@ ROWS: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("Hops, lambda 0", "hops", {"lambda_fairness": "0"}),
     ("Hops, one plan per round", "hops", {"multi_plan": "off"}),
     ("Hops, no sensitivity adjustment", "hops", {"sensitivity_adjustment": "off"}),
+    ("Hops, ties only (keep_bonus 1e-6)", "hops", {"keep_bonus": "1e-6"}),
     ("Sia (bootstrap)", "sia", {}),
     ("Sia (oracle)", "sia", {"profiling": "oracle"}),
     ("Gavel", "gavel", {}),
