@@ -32,6 +32,7 @@ import argparse
 import math
 import statistics
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -143,50 +144,48 @@ def _hours(rows: list[dict[str, Any]], key: str) -> str:
     return _ms([float(r[key]) / 3600 for r in rows])
 
 
+def _cells(by: dict[str, list[dict[str, Any]]], base_row: str, rows_of_table: tuple[str, ...]) -> Iterator[
+        tuple[str, str, str, list[dict[str, Any]], list[dict[str, Any]]]]:
+    """(world, trace source, row, the base row's runs, the row's runs) for every line of a table, in order."""
+    for world in WORLDS:
+        for source in SOURCES:
+            base = by[label(world, source, base_row)]
+            for row in rows_of_table:
+                yield world, source, row, base, by[label(world, source, row)]
+
+
 def _jct_table(by: dict[str, list[dict[str, Any]]]) -> list[str]:
     lines = ["| world | trace | scheduler | avg JCT (h) | avg queueing (h) | makespan (h) | JCT vs Lucid "
              "| queueing vs Lucid | paper (JCT, queueing) |", "|---|---|---|---|---|---|---|---|---|"]
-    for world in WORLDS:
-        for source in SOURCES:
-            base = by[label(world, source, "lucid")]
-            for row in JCT_ROWS:
-                rows = by[label(world, source, row)]
-                paper = (f"{PAPER[source]['jct_x']:g}x, {PAPER[source]['wait_x']:g}x" if row == "lucid+gimbal"
-                         else "")
-                lines.append(f"| {world} | {source} | {row} | {_hours(rows, 'avg_jct_s')} | "
-                             f"{_hours(rows, 'avg_wait_s')} | {_hours(rows, 'makespan_s')} | "
-                             f"{_ms(_ratios(base, rows, 'avg_jct_s'))}x | {_ms(_ratios(base, rows, 'avg_wait_s'))}x "
-                             f"| {paper} |")
+    for world, source, row, base, rows in _cells(by, "lucid", JCT_ROWS):
+        paper = (f"{PAPER[source]['jct_x']:g}x, {PAPER[source]['wait_x']:g}x" if row == "lucid+gimbal"
+                 else "")
+        lines.append(f"| {world} | {source} | {row} | {_hours(rows, 'avg_jct_s')} | "
+                     f"{_hours(rows, 'avg_wait_s')} | {_hours(rows, 'makespan_s')} | "
+                     f"{_ms(_ratios(base, rows, 'avg_jct_s'))}x | {_ms(_ratios(base, rows, 'avg_wait_s'))}x "
+                     f"| {paper} |")
     return lines
 
 
 def _makespan_table(by: dict[str, list[dict[str, Any]]]) -> list[str]:
     lines = ["| world | trace | scheduler | makespan (h) | avg JCT (h) | makespan vs Gavel | paper |",
              "|---|---|---|---|---|---|---|"]
-    for world in WORLDS:
-        for source in SOURCES:
-            base = by[label(world, source, "gavel-packing")]
-            for row in MAKESPAN_ROWS:
-                rows = by[label(world, source, row)]
-                paper = f"{PAPER[source]['makespan_x']:g}x" if row == "gavel-packing+gimbal" else ""
-                lines.append(f"| {world} | {source} | {MAKESPAN_NAMES.get(row, row)} | {_hours(rows, 'makespan_s')} "
-                             f"| {_hours(rows, 'avg_jct_s')} | {_ms(_ratios(base, rows, 'makespan_s'))}x | {paper} |")
+    for world, source, row, base, rows in _cells(by, "gavel-packing", MAKESPAN_ROWS):
+        paper = f"{PAPER[source]['makespan_x']:g}x" if row == "gavel-packing+gimbal" else ""
+        lines.append(f"| {world} | {source} | {MAKESPAN_NAMES.get(row, row)} | {_hours(rows, 'makespan_s')} "
+                     f"| {_hours(rows, 'avg_jct_s')} | {_ms(_ratios(base, rows, 'makespan_s'))}x | {paper} |")
     return lines
 
 
 def _deadline_table(by: dict[str, list[dict[str, Any]]]) -> list[str]:
     lines = ["| world | trace | scheduler | jobs meeting deadlines | share | vs Gandiva | paper |",
              "|---|---|---|---|---|---|---|"]
-    for world in WORLDS:
-        for source in SOURCES:
-            base = by[label(world, source, "gandiva")]
-            for row in DEADLINE_ROWS:
-                rows = by[label(world, source, row)]
-                count = _ms([float(r["deadline_met_frac"]) * float(r["jobs"]) for r in rows], 1)
-                share = _ms([float(r["deadline_met_frac"]) for r in rows], 3)
-                paper = PAPER_DEADLINES[source] if row == "gandiva+gimbal" else ""
-                lines.append(f"| {world} | {source} | {row} | {count} | {share} | "
-                             f"{_ms(_ratios(rows, base, 'deadline_met_frac'))}x | {paper} |")
+    for world, source, row, base, rows in _cells(by, "gandiva", DEADLINE_ROWS):
+        count = _ms([float(r["deadline_met_frac"]) * float(r["jobs"]) for r in rows], 1)
+        share = _ms([float(r["deadline_met_frac"]) for r in rows], 3)
+        paper = PAPER_DEADLINES[source] if row == "gandiva+gimbal" else ""
+        lines.append(f"| {world} | {source} | {row} | {count} | {share} | "
+                     f"{_ms(_ratios(rows, base, 'deadline_met_frac'))}x | {paper} |")
     return lines
 
 
