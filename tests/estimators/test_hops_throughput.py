@@ -118,6 +118,24 @@ def test_predictions_move_from_formula_to_type_to_server_layer(tmp_path):
     assert tput == pytest.approx(4 * 32 / (max(0.1, max(0.2 + 0.2 * 0.04, 0.04) + 0.05) + 0.1))
 
 
+@pytest.mark.parametrize("growth", [0.0, 0.5])
+def test_the_mixture_is_refit_once_its_samples_grew_by_refit_growth(tmp_path, growth):
+    """A long job reports thousands of loading times; the fit follows them in steps of ``refit_growth``."""
+    est = HopsThroughput(ThroughputStore(str(tmp_path / "s.sqlite")), refit_growth=growth)
+    est.store.record("j", obs([(0, 1)], 0.35, components=COMPONENTS, loads=(0.1,) * 3 + (0.3,) * 7),
+                     detect_pattern)
+    first = est.mixture("j", "rtx3090")
+    assert first is not None and first.p_cache == pytest.approx(0.3)
+    est.store.record("j", obs([(0, 1)], 0.35, loads=(0.1,) * 4))  # 14 samples: 40% more
+    second = est.mixture("j", "rtx3090")
+    if growth == 0.0:  # refit at every report
+        assert second.p_cache == pytest.approx(0.5)
+    else:  # below 50% more: the first fit stands, until the samples reach 15
+        assert second is first
+        est.store.record("j", obs([(0, 1)], 0.35, loads=(0.1,)))
+        assert est.mixture("j", "rtx3090").p_cache == pytest.approx(8 / 15)
+
+
 def test_distributed_configuration_gated_by_the_slowest_server(tmp_path):
     est = HopsThroughput(ThroughputStore(str(tmp_path / "s.sqlite")))
     est.store.record("j", obs([(0, 1)], 0.35, components=COMPONENTS, loads=(0.1,)), detect_pattern)

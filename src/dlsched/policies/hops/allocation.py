@@ -135,6 +135,9 @@ class HopsAllocation(EstimatingAllocation):
     b_net_gbps: float = ranged(2.5, 0.0, 10000.0, lo_open=True)
     #: The estimator reads its server entity layer (off: per-type throughputs only, for ablations).
     server_layer: bool = True
+    #: Refit a job's data-loading mixture (equation 3) once its samples grew by this fraction (0: at every
+    #: report); see :class:`~dlsched.estimators.hops_throughput.HopsThroughput`.
+    mixture_refit_growth: float = ranged(0.1, 0.0, 10.0)
     #: Solve over server classes (type, size, host, idle GPUs) and map the plan back onto servers
     #: (:mod:`dlsched.policies.hops.classes`); off: the exact ILP with one option per server.
     server_classes: bool = True
@@ -179,7 +182,8 @@ class HopsAllocation(EstimatingAllocation):
         """The estimator: section 3.5's over its store (opened on first use), or the attached oracle."""
         if self.throughputs == "estimator" and self.estimator is None:
             self.estimator = HopsThroughput(ThroughputStore(self.store), b_link_gbps=self.b_link_gbps,
-                                            b_net_gbps=self.b_net_gbps, server_layer=self.server_layer)
+                                            b_net_gbps=self.b_net_gbps, server_layer=self.server_layer,
+                                            refit_growth=self.mixture_refit_growth)
         return super().require_estimator()
 
     # -- pieces ------------------------------------------------------------------------------------------
