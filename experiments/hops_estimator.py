@@ -1,8 +1,9 @@
 """Hops on its section 3.5 estimator against the simulator's truth, on Table 3's cluster (``hops-64``).
 
-Three Hops rows on each ``hops-table3`` workload: the default (throughputs from the estimator over its
+Four Hops rows on each ``hops-table3`` workload: the default (throughputs from the estimator over its
 multi-layer store, new jobs profiled first), the same without the server entity layer (per-type
-throughputs only), and ``throughputs=oracle`` (the simulator's true throughput per shape, nominal hosts,
+throughputs only), the same with the formula as written below the records (``formula_correction=off``),
+and ``throughputs=oracle`` (the simulator's true throughput per shape, nominal hosts,
 no profiling), which the Table 3 experiment's first results used.
 
     python experiments/hops_estimator.py --workloads 3
@@ -18,6 +19,7 @@ CLUSTER = "hops-64"
 ROWS: tuple[tuple[str, dict[str, str]], ...] = (
     ("Hops (estimator)", {"throughputs": "estimator"}),
     ("Hops (estimator, no server layer)", {"throughputs": "estimator", "server_layer": "off"}),
+    ("Hops (estimator, formula uncorrected)", {"throughputs": "estimator", "formula_correction": "off"}),
     ("Hops (oracle)", {"throughputs": "oracle"}),
 )
 METRICS = [("makespan_s", "makespan (h)", 3600.0, "{:.2f}"), ("avg_jct_s", "avg JCT (h)", 3600.0, "{:.2f}"),

@@ -12,7 +12,13 @@ against the world's expected iteration time, in three variants over one store:
 * **formula**: equations 1-5 over the profiled components and the mixture fitted to every data-loading time
   reported so far (``HopsThroughput.formula``; no record of any configuration is read);
 * **type layer**: the store's per-type records, the formula below them (``server_layer=off``);
-* **server layer**: the full estimator, per-server records first (the default).
+* **server layer**: the full estimator, per-server records first (the default), its formula scaled by how far
+  the job's records of the same shape fell from it (``formula_correction=ratio``, docs/hops.md choice 25);
+* **server layer, uncorrected**: the same with the formula as written below the records (``correction=off``).
+
+A second table gives how far the formula is from the world before any report from a configuration
+(``k`` = 0): per shape class (one GPU, several GPUs of one server, several servers), the median and the
+10th-90th percentiles of the world's throughput over the formula's.
 
     python experiments/hops_estimator_error.py --seeds 3
 """
@@ -30,14 +36,14 @@ import sia_common as sc
 
 from dlsched.clusters import load_cluster
 from dlsched.core import Adaptivity, JobSpec, Placement, ThroughputObservation
-from dlsched.estimators.hops_throughput import HopsThroughput, detect_pattern
+from dlsched.estimators.hops_throughput import HopsThroughput, detect_pattern, shape_class
 from dlsched.estimators.throughput_store import ThroughputStore
 from dlsched.world.base import World
 from dlsched.world.hops import GPUS, MODELS
 
 CLUSTER = "hops-64"
 KS = (0, 1, 2, 4, 8, 16, 32)
-VARIANTS = ("formula", "type layer", "server layer")
+VARIANTS = ("formula", "type layer", "server layer", "server layer, uncorrected")
 
 
 def job_of(model: str, seed: int) -> JobSpec:
@@ -75,13 +81,16 @@ def observe(world: World, phys: Any, placement: Placement, t: float) -> Throughp
                                  local_bsz=int(rate.local_bsz or 0), accum_steps=1, **timing)
 
 
-def errors_of(world: World, model: str, gpu_type: str, seed: int) -> dict[str, list[float]]:
-    """Per variant, the MAPE over the type's targets after each ``k`` of :data:`KS` reports."""
+def errors_of(world: World, model: str, gpu_type: str,
+              seed: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Per variant, the MAPE over the type's targets after each ``k`` of :data:`KS` reports; and per
+    :func:`shape_class`, the world's throughput over the formula's for each target at ``k`` = 0."""
     phys = world.physics(job_of(model, seed))
     job = phys.spec.job_id
     store = ThroughputStore("sqlite:///")
     full = HopsThroughput(store)
     typed = HopsThroughput(store, server_layer=False)
+    plain = HopsThroughput(store, correction="off")
     goals = targets(world, gpu_type)
     truth = [world.rate(phys, 0.0, placement_of(world, s)).step_time_s for s in goals]
     _, profile = world.profile(phys, placement_of(world, ((goals[0][0][0], 1),)), 0.0)
@@ -89,6 +98,7 @@ def errors_of(world: World, model: str, gpu_type: str, seed: int) -> dict[str, l
         store.record(job, obs, detect_pattern)
     rng = np.random.default_rng(seed * 7919 + sum(map(ord, model + gpu_type)))
     out: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    ratios: dict[str, list[float]] = {}
     done = 0
     for k in KS:
         while done < k:
@@ -101,20 +111,24 @@ def errors_of(world: World, model: str, gpu_type: str, seed: int) -> dict[str, l
             batch = phys.hops.batch
             answers = {"formula": full.formula(job, gpu_type, gpus, nodes) * gpus,
                        "type layer": typed.config_throughput(job, gpu_type, s),
-                       "server layer": full.config_throughput(job, gpu_type, s)}
+                       "server layer": full.config_throughput(job, gpu_type, s),
+                       "server layer, uncorrected": plain.config_throughput(job, gpu_type, s)}
+            if k == 0 and answers["formula"] > 0:
+                ratios.setdefault(shape_class(gpus, nodes), []).append(batch * gpus / true_step / answers["formula"])
             for v, tput in answers.items():
                 predicted = batch * gpus / tput if tput > 0 else float("inf")
                 per[v].append(abs(predicted - true_step) / true_step)
         for v in VARIANTS:
             out[v].append(float(np.mean(per[v])))
     store.close()
-    return out
+    return out, ratios
 
 
 def tables(data: dict) -> dict[str, str]:
     """From ``experiments/results/hops_estimator_error.json``: ``summary`` (MAPE of the predicted iteration
-    time per variant after k reports, mean over every job, GPU type and seed) and ``by_type`` (the full
-    estimator's, per GPU type)."""
+    time per variant after k reports, mean over every job, GPU type and seed), ``by_type`` (the full
+    estimator's, per GPU type) and ``bias`` (the world's throughput over the formula's at k = 0, per shape
+    class)."""
     runs = data["runs"]
     header = ["variant", *[f"k={k}" for k in data["ks"]]]
     rows = []
@@ -126,7 +140,15 @@ def tables(data: dict) -> dict[str, str]:
         curves = np.array([r["summary"]["mape"]["server layer"] for r in runs if r["summary"]["gpu_type"] == t])
         if len(curves):
             by_type.append([t, *[f"{x:.1%}" for x in curves.mean(axis=0)]])
-    return {"summary": sc.table(header, rows), "by_type": sc.table(["GPU type (server layer)", *header[1:]], by_type)}
+    bias = []
+    for shape, label in (("one", "one GPU"), ("server", "several GPUs, one server"), ("spread", "several servers")):
+        got = [x for r in runs for x in r["summary"].get("formula_ratio", {}).get(shape, [])]
+        if got:
+            p10, p50, p90 = np.percentile(got, [10, 50, 90])
+            bias.append([label, str(len(got)), f"{p50:.2f}", f"{p10:.2f} - {p90:.2f}"])
+    return {"summary": sc.table(header, rows), "by_type": sc.table(["GPU type (server layer)", *header[1:]], by_type),
+            "bias": sc.table(["shape (k = 0)", "targets", "world / formula, median", "10th - 90th percentile"],
+                             bias)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,12 +163,13 @@ def main(argv: list[str] | None = None) -> int:
     for seed in range(1, args.seeds + 1):
         for model in MODELS:
             for gpu_type in GPUS:
-                mape = errors_of(world, model, gpu_type, seed)
+                mape, ratios = errors_of(world, model, gpu_type, seed)
                 configs.append({"policy": "hops", "cluster": CLUSTER, "model": model, "gpu_type": gpu_type,
                                 "seed": seed, "ks": list(KS), "targets": [list(map(list, s)) for s in
                                                                            targets(world, gpu_type)]})
                 runs.append({"tag": f"{model} on {gpu_type}", "summary": {"model": model, "gpu_type": gpu_type,
-                                                                          "seed": seed, "mape": mape}})
+                                                                          "seed": seed, "mape": mape,
+                                                                          "formula_ratio": ratios}})
         print(f"seed {seed}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     from dlsched.sim.about import provenance
 

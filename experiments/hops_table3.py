@@ -9,7 +9,8 @@ one GPU type). The latency ratio and the fragments are given as the paper define
 waiting queue, which a job enters when its profile ends) and counted from submission. Four Hops rows switch one part off each: the service window, the priority
 weighting (``lambda_fairness=0``, throughput alone), the plans inside a round and the sensitivity adjustment;
 one gives a running job's configuration only a tie-breaking bonus (``keep_bonus=1e-6``), so that its plans move
-jobs for any gain, however small (docs/hops.md, choice 9).
+jobs for any gain, however small (docs/hops.md, choice 9); one prices the configurations a job has not run on
+by the formula as written, not scaled by the job's own records (``formula_correction=off``, choice 25).
 
     python experiments/hops_table3.py --workloads 3
 """
@@ -28,6 +29,7 @@ ROWS: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("Hops, one plan per round", "hops", {"multi_plan": "off"}),
     ("Hops, no sensitivity adjustment", "hops", {"sensitivity_adjustment": "off"}),
     ("Hops, ties only (keep_bonus 1e-6)", "hops", {"keep_bonus": "1e-6"}),
+    ("Hops, formula uncorrected", "hops", {"formula_correction": "off"}),
     ("Sia (bootstrap)", "sia", {}),
     ("Sia (oracle)", "sia", {"profiling": "oracle"}),
     ("Gavel", "gavel", {}),

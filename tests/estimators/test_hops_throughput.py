@@ -136,6 +136,32 @@ def test_the_mixture_is_refit_once_its_samples_grew_by_refit_growth(tmp_path, gr
         assert est.mixture("j", "rtx3090").p_cache == pytest.approx(8 / 15)
 
 
+def test_the_formula_is_corrected_by_the_jobs_own_records_of_the_same_shape(tmp_path):
+    """A job that reached 70% of the formula on 2 GPUs of a server is expected to reach 70% of it on 4 there
+    and on other types it was profiled on; configurations spread over servers keep their own ratio."""
+    est = HopsThroughput(ThroughputStore(str(tmp_path / "s.sqlite")))
+    plain = HopsThroughput(est.store, correction="off")
+    est.store.record("j", obs([(0, 1)], 0.35, components=COMPONENTS, loads=(0.1,)), detect_pattern)
+    other = ThroughputObservation(time_s=0.0, gpu_type="a100", num_nodes=1, num_gpus=1, local_bsz=32,
+                                  accum_steps=1, step_time_s=0.2, sync_time_s=0.0, servers=((9, 1),),
+                                  components=COMPONENTS, data_load_s=(0.05,))
+    est.store.record("j", other, detect_pattern)
+    four = ((1, 4),)
+    spread = ((0, 2), (1, 2))
+    assert est.explain("j", "rtx3090", four) == plain.explain("j", "rtx3090", four)  # nothing to correct by yet
+    two = plain.formula("j", "rtx3090", 2, 1)
+    est.store.record("j", obs([(0, 2)], 32 / (0.7 * two)))  # 2 GPUs on server 0: 70% of the formula
+    for e in (est, plain):  # the record itself answers for its own shape, corrected or not
+        assert e.per_gpu("j", "rtx3090", 0, 2, 1) == (pytest.approx(0.7 * two), "server")
+    got, layers = est.explain("j", "rtx3090", four)
+    assert layers == ("formula",)
+    assert got == pytest.approx(0.7 * plain.explain("j", "rtx3090", four)[0])
+    assert est.explain("j", "a100", ((9, 4),))[0] == pytest.approx(0.7 * plain.explain("j", "a100", ((9, 4),))[0])
+    assert est.explain("j", "rtx3090", spread) == plain.explain("j", "rtx3090", spread)  # no spread record
+    with pytest.raises(ValueError, match="correction"):
+        HopsThroughput(est.store, correction="scale")
+
+
 def test_distributed_configuration_gated_by_the_slowest_server(tmp_path):
     est = HopsThroughput(ThroughputStore(str(tmp_path / "s.sqlite")))
     est.store.record("j", obs([(0, 1)], 0.35, components=COMPONENTS, loads=(0.1,)), detect_pattern)

@@ -28,6 +28,7 @@ measured layers, the mean per-GPU throughput it reported on the type over any sh
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -41,6 +42,16 @@ from dlsched.estimators.throughput_store import AGGREGATED, DISTRIBUTED, Compone
 NON_OVERLAP = 0.2
 #: Where a per-server answer came from, top-down.
 LAYERS = ("server", "type", "formula")
+#: How the formula's answer is corrected by the job's own records (``HopsThroughput.correction``).
+CORRECTIONS = ("ratio", "off")
+
+
+def shape_class(num_gpus: int, num_nodes: int) -> str:
+    """One GPU, several GPUs on one server, or several servers: equation 2's communication term differs in
+    each, and so does how far the formula falls from what a job reaches."""
+    if num_nodes > 1:
+        return "spread"
+    return "server" if num_gpus > 1 else "one"
 
 
 def comm_time(params: float, num_gpus: int, num_nodes: int, b_link_gbps: float, b_net_gbps: float) -> float:
@@ -159,11 +170,23 @@ class HopsThroughput:
     #: every new sample). A fit is up to 100 EM steps over every sample the job reported, and a long job
     #: reports thousands; 10% more samples move the fitted means by far less than the reports' own noise.
     refit_growth: float = 0.1
+    #: ``ratio``: the formula's answer for a configuration no record covers is scaled by how far the job's own
+    #: records of the same :func:`shape_class` fell from the formula (geometric mean of measured over formula,
+    #: on the type, else on every type; 1 without records): the store "corrects potential biases in the
+    #: throughput formula" (section 3.3) for the configurations it has not seen yet. ``off``: the formula as
+    #: written; records replace it only where they exist.
+    correction: str = "ratio"
     mode: str = "learned"
     _mixtures: dict[tuple[str, str], tuple[int, DataLoadMixture | None]] = field(default_factory=dict, repr=False)
     #: Formula answers per (job, type, GPUs, servers), valid while the store's version is ``_formulas_of``.
     _formulas: dict[tuple[str, str, int, int], float] = field(default_factory=dict, repr=False)
     _formulas_of: int = field(default=-1, repr=False)
+    #: :meth:`bias` per (job, type, shape class), valid with ``_formulas``.
+    _bias: dict[tuple[str, str, str], float] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.correction not in CORRECTIONS:
+            raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}, got '{self.correction}'")
 
     # -- the GoodputEstimator protocol -----------------------------------------------------------------
     def update(self, view: ClusterView) -> None:
@@ -250,14 +273,42 @@ class HopsThroughput:
         return self._formula(job_id, gpu_type, num_gpus, num_nodes), "formula"
 
     def _formula(self, job_id: str, gpu_type: str, num_gpus: int, num_nodes: int) -> float:
-        """:meth:`formula`, remembered until the next observation."""
+        """:meth:`formula` times the job's :meth:`bias` (under ``correction=ratio``), remembered until the
+        next observation."""
         if self._formulas_of != self.store.version:
             self._formulas.clear()
+            self._bias.clear()
             self._formulas_of = self.store.version
         k = (job_id, gpu_type, num_gpus, num_nodes)
         got = self._formulas.get(k)
         if got is None:
-            got = self._formulas[k] = self.formula(job_id, gpu_type, num_gpus, num_nodes)
+            got = self.formula(job_id, gpu_type, num_gpus, num_nodes)
+            if self.correction == "ratio" and got > 0 and self.store.components(job_id, gpu_type) is not None:
+                got *= self.bias(job_id, gpu_type, shape_class(num_gpus, num_nodes))
+            self._formulas[k] = got
+        return got
+
+    def bias(self, job_id: str, gpu_type: str, shape: str) -> float:
+        """Measured over formula for the job's type-layer records of :func:`shape_class` ``shape``: their
+        geometric mean on ``gpu_type``, else on every type the job was profiled on; 1 without records."""
+        k = (job_id, gpu_type, shape)
+        got = self._bias.get(k)
+        if got is not None:
+            return got
+        here: list[float] = []
+        anywhere: list[float] = []
+        for t, kind, key, measured in self.store.type_records(job_id):
+            gpus, nodes = (key, 1) if kind == AGGREGATED else (key, key)  # spread: per-GPU, whatever the GPUs
+            if shape_class(gpus, nodes) != shape or self.store.components(job_id, t) is None:
+                continue
+            predicted = self.formula(job_id, t, gpus, nodes)
+            if predicted <= 0 or measured <= 0:
+                continue
+            anywhere.append(math.log(measured / predicted))
+            if t == gpu_type:
+                here.append(anywhere[-1])
+        logs = here or anywhere
+        got = self._bias[k] = math.exp(sum(logs) / len(logs)) if logs else 1.0
         return got
 
     def formula(self, job_id: str, gpu_type: str, num_gpus: int, num_nodes: int) -> float:

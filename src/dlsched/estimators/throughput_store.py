@@ -116,6 +116,10 @@ class ThroughputStore:
             self._entity_keys.setdefault(j, set()).add((server, k, key))
         self._type: dict[tuple[str, str, str, int], tuple[float, int]] = {
             (j, t, k, key): (v, n) for j, t, k, key, v, n in self._db.execute("SELECT * FROM type_layer")}
+        #: job -> its type-layer keys (GPU type, kind, key)
+        self._type_keys: dict[str, set[tuple[str, str, int]]] = {}
+        for j, t, k, key in self._type:
+            self._type_keys.setdefault(j, set()).add((t, k, key))
         #: (job, GPU type) -> (sum, count) of every per-GPU throughput recorded there, any shape
         self._type_any: dict[tuple[str, str], tuple[float, int]] = {}
         for (j, t, _, _), (v, n) in self._type.items():
@@ -153,6 +157,7 @@ class ThroughputStore:
             per_gpu = max(1, obs.local_bsz) / obs.step_time_s
             kind, key = (AGGREGATED, obs.num_gpus) if obs.num_nodes <= 1 else (DISTRIBUTED, obs.num_nodes)
             self._add(self._type, "type_layer", (job, obs.gpu_type, kind, key), per_gpu)
+            self._type_keys.setdefault(job, set()).add((obs.gpu_type, kind, key))
             total, count = self._type_any.get((job, obs.gpu_type), (0.0, 0))
             self._type_any[(job, obs.gpu_type)] = (total + per_gpu, count + 1)
             for server, _ in obs.servers:
@@ -191,6 +196,14 @@ class ThroughputStore:
         """Mean per-GPU throughput of the job on a GPU type (layer 2), None if never observed."""
         got = self._type.get((job, gpu_type, kind, key))
         return got[0] / got[1] if got else None
+
+    def type_records(self, job: str) -> list[tuple[str, str, int, float]]:
+        """The job's type-layer records as ``(GPU type, kind, key, mean per-GPU throughput)``, sorted."""
+        out = []
+        for t, kind, key in sorted(self._type_keys.get(job, ())):
+            total, n = self._type[(job, t, kind, key)]
+            out.append((t, kind, key, total / n))
+        return out
 
     def type_any_shape(self, job: str, gpu_type: str) -> float | None:
         """Mean per-GPU throughput of the job on a type over every shape it reported there (None: none)."""

@@ -56,7 +56,7 @@ import scipy.sparse as sp
 
 from dlsched.core import ClusterView, JobView
 from dlsched.core.ranges import ranged
-from dlsched.estimators.hops_throughput import HopsThroughput
+from dlsched.estimators.hops_throughput import CORRECTIONS, HopsThroughput
 from dlsched.estimators.throughput_store import AGGREGATED, DISTRIBUTED, ThroughputStore, check_location
 from dlsched.policies.hops.classes import (
     Profile,
@@ -138,6 +138,9 @@ class HopsAllocation(EstimatingAllocation):
     #: Refit a job's data-loading mixture (equation 3) once its samples grew by this fraction (0: at every
     #: report); see :class:`~dlsched.estimators.hops_throughput.HopsThroughput`.
     mixture_refit_growth: float = ranged(0.1, 0.0, 10.0)
+    #: ``ratio``: the formula's answers below the records are scaled by how far the job's own records of the
+    #: same shape class fell from it; ``off``: the formula as written (docs/hops.md, choice 10).
+    formula_correction: str = "ratio"
     #: Solve over server classes (type, size, host, idle GPUs) and map the plan back onto servers
     #: (:mod:`dlsched.policies.hops.classes`); off: the exact ILP with one option per server.
     server_classes: bool = True
@@ -172,6 +175,9 @@ class HopsAllocation(EstimatingAllocation):
             raise ValueError(f"unknown throughputs '{self.throughputs}' (one of: {', '.join(THROUGHPUT_SOURCES)})")
         check_location(self.store)
         self.estimator = None
+        if self.formula_correction not in CORRECTIONS:
+            raise ValueError(f"formula_correction must be one of {', '.join(CORRECTIONS)}, "
+                             f"got '{self.formula_correction}'")
         if self.solver not in SOLVERS:
             raise ValueError(f"solver must be one of {', '.join(SOLVERS)}, got '{self.solver}'")
 
@@ -183,7 +189,8 @@ class HopsAllocation(EstimatingAllocation):
         if self.throughputs == "estimator" and self.estimator is None:
             self.estimator = HopsThroughput(ThroughputStore(self.store), b_link_gbps=self.b_link_gbps,
                                             b_net_gbps=self.b_net_gbps, server_layer=self.server_layer,
-                                            refit_growth=self.mixture_refit_growth)
+                                            refit_growth=self.mixture_refit_growth,
+                                            correction=self.formula_correction)
         return super().require_estimator()
 
     # -- pieces ------------------------------------------------------------------------------------------
