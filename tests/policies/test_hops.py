@@ -229,6 +229,39 @@ def test_short_jobs_overtake_long_ones_that_waited_as_long():
     assert latency_ratio(view, short) == pytest.approx(0.5)
 
 
+def test_the_latency_ratio_counts_the_wait_in_the_waiting_queue_not_for_a_profile():
+    """Section 3.1: a job enters the waiting queue when its profile ends; the time it waited for GPUs to be
+    profiled on is not what its priority weighs (the simulator hands the queue's wait over in the view)."""
+    cluster = small_cluster()
+    a = job("a", (1,), wait=900, duration=1000)
+    view = ClusterView(time_s=0.0, round_s=60.0, cluster=cluster, jobs=[a])
+    assert latency_ratio(view, a) == pytest.approx(0.9)  # no queue wait known: the wait since submission
+    a.queue_wait_s = 300.0
+    assert latency_ratio(view, a) == pytest.approx(0.3)
+
+
+def test_the_engine_hands_over_the_wait_from_the_end_of_the_first_profile():
+    from dlsched.sim.config import RunConfig
+    from dlsched.sim.run import simulate
+
+    seen: dict[str, list[tuple[float | None, float]]] = {}
+
+    def observe(view, decision) -> None:
+        for j in view.jobs:
+            seen.setdefault(j.job_id, []).append((j.queue_wait_s, j.wait_s))
+
+    records = simulate(RunConfig(policy="hops", cluster="hops-64", trace="hops-table3:seed=1", jobs=4),
+                       on_decision=observe)
+    assert len(seen) == 4
+    for job_id, views in seen.items():
+        assert views[0][0] is None, job_id  # submitted, not yet profiled: not in the waiting queue
+        assert any(q is not None for q, _ in views), job_id  # profiled, then planned from the waiting queue
+        assert all(q is None or 0.0 <= q <= w + 1e-9 for q, w in views), job_id
+    waited = {r.job_id: r.queue_wait_s for r in records.jobs}
+    for job_id, views in seen.items():  # what the planner was told never exceeds what the record says
+        assert max((q for q, _ in views if q is not None), default=0.0) <= waited[job_id] + 1e-9
+
+
 def test_priorities_refresh_every_refresh_s():
     cluster = small_cluster()
     lr = LatencyRatio(refresh_s=30.0)

@@ -59,6 +59,7 @@ class JobView:
     placement: Placement
     batch_size: int | None
     age_s: float
+    #: Seconds not served since submission (waiting for a profile included).
     wait_s: float
     attained_gpu_s: float
     attained_service_s: float
@@ -79,6 +80,9 @@ class JobView:
     #: Batch-size range the user declared for an adaptive job: (initial batch size, maximum batch size).
     #: Statistical efficiency is reported relative to the initial batch size. None for other jobs.
     batch_limits: tuple[int, int] | None = None
+    #: Seconds waited in the waiting queue, which a job enters when its first profile ends (Hops section 3.1);
+    #: None when it has not entered it or the scheduler does not tell the queues apart (then ``wait_s``).
+    queue_wait_s: float | None = None
 
     @property
     def job_id(self) -> str:

@@ -158,7 +158,7 @@ class Engine:
                 throughput_obs=[o for o in st.new_tput if o.time_s <= t], gradient_obs=st.new_grad,
                 profiled_types=j.profiled_types, profiling=j.profiling_until_s > t,
                 profile_placement=j.profile_placement,
-                batch_limits=st.batch_limits))
+                batch_limits=st.batch_limits, queue_wait_s=st.queue_wait_at(t)))
             st.new_tput, st.new_grad = [o for o in st.new_tput if o.time_s > t], []
         return ClusterView(time_s=t, round_s=self.config.round_s, cluster=self.cluster, jobs=views,
                            gpu_scores=self.gpu_scores, model_class=self.model_class, quotas=self.config.quotas)

@@ -82,6 +82,6 @@ def _queue_wait(st: JobState, end_t: float) -> float:
     """Seconds the job waited in the waiting queue: from its entry (its first profile's end) to its finish
     (or ``end_t``), less the service it attained meanwhile (running, restoring, further profiles)."""
     j = st.job
-    entry = st.queue_entry_s if st.queue_entry_s is not None else j.spec.submit_time_s
     stop = j.finish_time_s if j.finish_time_s is not None else end_t
-    return max(0.0, stop - entry - (j.attained_service_s - st.service_at_entry_s))
+    got = st.queue_wait_at(stop)
+    return 0.0 if got is None else got

@@ -40,3 +40,10 @@ class JobState:
     queue_entry_s: float | None = None
     #: The job's attained service at that moment (its profile included): service after it is not waiting.
     service_at_entry_s: float = 0.0
+
+    def queue_wait_at(self, t: float) -> float | None:
+        """Seconds waited in the waiting queue by time ``t``: from the entry, less the service attained since
+        (running, restoring, further profiles). None before the job entered it."""
+        if self.queue_entry_s is None or t < self.queue_entry_s:
+            return None
+        return max(0.0, t - self.queue_entry_s - (self.job.attained_service_s - self.service_at_entry_s))

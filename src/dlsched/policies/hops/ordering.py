@@ -73,11 +73,12 @@ def expected_runtime_s(view: ClusterView, job: JobView) -> float:
 
 
 def latency_ratio(view: ClusterView, job: JobView) -> float:
-    """Equation 8: waiting time over expected running time (0 for a job with no estimate)."""
+    """Equation 8: waiting time over expected running time (0 for a job with no estimate). The wait is the one
+    in the waiting queue (section 3.1) where the view has it, else the wait since submission."""
     age = expected_runtime_s(view, job)
     if not math.isfinite(age) or age <= 0:
         return 0.0
-    return job.wait_s / age
+    return (job.wait_s if job.queue_wait_s is None else job.queue_wait_s) / age
 
 
 def projected_ftf(view: ClusterView, job: JobView) -> float:
