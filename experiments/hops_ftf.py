@@ -16,8 +16,8 @@ from __future__ import annotations
 import sia_common as sc
 
 CLUSTER = "hops-512"
-#: Hops's estimator without its server layer: with it, the planner's exact ILP over named servers takes this
-#: machine over an hour per run on hops-512 (docs/results.md, Table 4); the class ILP takes about a minute.
+#: Hops's estimator without its server layer: with it, the servers it tells apart split the planner's server
+#: classes, and a Hops run on hops-512 takes this machine 30-45 minutes (docs/results.md, Table 4).
 HOPS = {"server_layer": "off"}
 #: (tag, policy, ordering, settings): the rows of the figure.
 ROWS: tuple[tuple[str, str, str | None, dict[str, str]], ...] = (
