@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ pytest.importorskip("sqlalchemy")
 from dlsched.runtime.dry_run import DryRunExecutor  # noqa: E402
 from dlsched.runtime.executor import RayExecutor  # noqa: E402
 from dlsched.runtime.workload import load_cluster  # noqa: E402
+from dlsched.service.api import job_detail  # noqa: E402
 from dlsched.service.loop import LoopOptions, RoundLoop  # noqa: E402
 from dlsched.service.options import ServeOptions  # noqa: E402
 from dlsched.service.server import service_scheduler  # noqa: E402
@@ -145,5 +147,9 @@ def test_sia_profiles_a_new_job_on_each_type_then_runs_it_from_what_the_profiles
     assert job is not None and job.status == "succeeded", job
     assert "profiling" in seen and "running" in seen
     assert set(job.profiled_types) == {"t4", "rtx", "a100"}
+    # the job entered the waiting queue when its profiles ended (durable: the latency ratio counts from it)
+    assert job.queue_entry_s is not None and job.started_s is not None
+    assert job.submitted_s < job.queue_entry_s <= job.started_s
+    assert job_detail(job, []).queue_entered == datetime.fromtimestamp(job.queue_entry_s, UTC)
     tput, _ = store.observations(job_id)
     assert {o.gpu_type for o in tput} >= {"t4", "rtx", "a100"}, "every profile reported its step times"

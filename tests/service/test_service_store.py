@@ -41,10 +41,41 @@ def test_migrations_create_the_schema_from_nothing_matching_the_models(db_url: s
     Store(db_url).close()  # a second open finds the schema at head and changes nothing
     assert TABLES <= set(sa.inspect(engine).get_table_names())
     with engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == "0002"
+        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == "0003"
         diffs = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     engine.dispose()
     assert diffs == []
+
+
+def test_a_database_one_revision_old_upgrades_and_keeps_its_jobs(db_url: str):
+    from alembic import command
+    from alembic.config import Config
+
+    from dlsched.service.store import MIGRATIONS
+
+    store = Store(db_url)
+    store.add_user("ann")
+    job = store.add_job("ann", submission(), now_s=100.0)
+    store.update_job(job.id, status="profiling", attained_service_s=5.0)
+    store.close()
+    engine = sa.create_engine(db_url)
+    with engine.begin() as conn:  # back to the schema before the waiting queue was stored
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS))
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0002")
+        assert "queue_entry_s" not in {c["name"] for c in sa.inspect(conn).get_columns("jobs")}
+    engine.dispose()
+    store = Store(db_url)  # opening upgrades it again
+    try:
+        again = store.job(job.id)
+        assert again is not None
+        assert (again.status, again.attained_service_s, again.submitted_s) == ("profiling", 5.0, 100.0)
+        assert (again.queue_entry_s, again.service_at_entry_s) == (None, 0.0)  # its wait counts from submission
+        store.update_job(job.id, queue_entry_s=130.0, service_at_entry_s=5.0)
+        assert (store.job(job.id).queue_entry_s, store.job(job.id).service_at_entry_s) == (130.0, 5.0)
+    finally:
+        store.close()
 
 
 def test_tokens_are_kept_only_as_hashes(store: Store, db_url: str):

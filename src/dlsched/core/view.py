@@ -19,6 +19,18 @@ from dlsched.core.placement import Placement
 from dlsched.core.quota import Quotas
 
 
+def waiting_queue_wait_s(t: float, entry_s: float | None, service_s: float,
+                         service_at_entry_s: float) -> float | None:
+    """Seconds waited in the waiting queue by time ``t``: from the job's entry into it (the end of its first
+    profile, Hops section 3.1) less the service it attained since (running, restoring, further profiles).
+
+    None before the job entered it. The simulator, ``dlsched run`` and the service all count it here, so
+    that a latency ratio means the same thing in each."""
+    if entry_s is None or t < entry_s:
+        return None
+    return max(0.0, t - entry_s - (service_s - service_at_entry_s))
+
+
 @dataclass(frozen=True, slots=True)
 class ThroughputObservation:
     """A job's report of how fast it ran on its placement (the inputs of a throughput model)."""

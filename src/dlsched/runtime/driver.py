@@ -26,7 +26,13 @@ from typing import Any, Literal
 import numpy as np
 
 from dlsched.core import Adaptivity, Cluster, Decision, InputError, JobSpec, JobStatus, Placement
-from dlsched.core.view import ClusterView, GradientObservation, JobView, ThroughputObservation
+from dlsched.core.view import (
+    ClusterView,
+    GradientObservation,
+    JobView,
+    ThroughputObservation,
+    waiting_queue_wait_s,
+)
 from dlsched.estimators.goodput import LearnedGoodputEstimator, statistical_efficiency
 from dlsched.policies import Scheduler
 from dlsched.runtime.emulation import slowdowns
@@ -97,6 +103,10 @@ class _Live:
     progress: float = 0.0
     profiled_types: tuple[str, ...] = ()
     profiling: bool = False
+    #: When the job entered the waiting queue (its first profile's end) and its service then: see
+    #: :func:`dlsched.core.view.waiting_queue_wait_s`. None for a job never profiled.
+    queue_entry_s: float | None = None
+    service_at_entry_s: float = 0.0
     gpu_s_by_type: dict[str, float] = field(default_factory=dict)
     new_tput: list[ThroughputObservation] = field(default_factory=list)
     new_grad: list[GradientObservation] = field(default_factory=list)
@@ -442,6 +452,8 @@ class RuntimeRun:
                 live.observed_tput.extend(seen)
                 live.profiled_types = tuple(sorted({*live.profiled_types, gtype}))
             live.profiling = False
+            if live.queue_entry_s is None:
+                live.queue_entry_s, live.service_at_entry_s = end, live.attained_service_s
         for job_id in [k for k, s in self.active.items() if s.status is JobStatus.COMPLETED]:
             self.done.append(self.active.pop(job_id))
 
@@ -479,6 +491,8 @@ class RuntimeRun:
                 restarts=live.restarts, progress_fraction=live.progress, start_time_s=live.start_s,
                 throughput_obs=live.new_tput, gradient_obs=live.new_grad, profiled_types=live.profiled_types,
                 profiling=live.profiling,
+                queue_wait_s=waiting_queue_wait_s(t, live.queue_entry_s, live.attained_service_s,
+                                                  live.service_at_entry_s),
                 batch_limits=(live.job.init_batch, live.job.max_batch)
                 if live.job.adaptivity is Adaptivity.ADAPTIVE else None))
             live.new_tput, live.new_grad = [], []

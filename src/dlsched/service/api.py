@@ -80,6 +80,9 @@ class JobDetail(JobOut):
     incarnation: int
     attained_gpu_s: float
     profiled_types: list[str]
+    #: When the job entered the waiting queue (its first profile's end): its latency ratio counts its wait
+    #: from there. None before that, and for a job its policy never profiles (its wait counts from submission).
+    queue_entered: datetime | None
     events: list[EventOut]
 
 
@@ -112,6 +115,7 @@ def job_detail(job: JobRecord, events: list[EventRecord]) -> JobDetail:
                      last_checkpoint_step=job.last_checkpoint_step, restarts=job.restarts,
                      failures=job.failures, preemptions=job.preemptions, incarnation=job.incarnation,
                      attained_gpu_s=job.attained_gpu_s, profiled_types=list(job.profiled_types),
+                     queue_entered=_utc(job.queue_entry_s),
                      events=[EventOut(time=datetime.fromtimestamp(e.time_s, UTC), kind=e.kind, message=e.message,
                                       data=e.data) for e in events])
 

@@ -135,6 +135,9 @@ def job_detail(store: Store, job: JobRecord, now_s: float | None = None) -> dict
              ("steps done", job.steps_done), ("last checkpoint step", job.last_checkpoint_step),
              ("progress", f"{100 * job.progress:.1f}%"), ("GPU time", f"{job.attained_gpu_s:.0f} GPU-s"),
              ("failures", job.failures), ("preemptions", job.preemptions)]
+    if job.queue_entry_s is not None:
+        facts.append(("entered waiting queue", datetime.fromtimestamp(job.queue_entry_s, UTC)
+                      .isoformat(timespec="seconds")))
     if job.message:
         facts.append(("message", job.message))
     return {"job": job_row(job, now, rank), "facts": [[k, str(v)] for k, v in facts],

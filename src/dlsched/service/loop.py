@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from dlsched.core import Adaptivity, Cluster, ClusterView, JobSpec, JobStatus, JobView, Placement
-from dlsched.core.view import GradientObservation, ThroughputObservation
+from dlsched.core.view import GradientObservation, ThroughputObservation, waiting_queue_wait_s
 from dlsched.estimators.goodput import LearnedGoodputEstimator
 from dlsched.explain.records import plain_records
 from dlsched.policies import Scheduler
@@ -382,6 +382,8 @@ class RoundLoop:
             events.append((job.id, "profiled", f"profiled on {gtype}: {len(d.throughput)} step-time reports", {}))
         if not mem.profiles:
             up["status"] = "queued"
+            if job.queue_entry_s is None:  # the first profile's end: the job enters the waiting queue
+                up.update(queue_entry_s=now, service_at_entry_s=job.attained_service_s)
 
     def _account(self, jobs: dict[str, JobRecord], updates: dict[str, dict[str, Any]], now: float) -> None:
         """Charge running jobs the time since the last round (or since they started)."""
@@ -415,6 +417,8 @@ class RoundLoop:
                 start_time_s=None if job.started_s is None else job.started_s - self.epoch_s,
                 throughput_obs=mem.new_tput, gradient_obs=mem.new_grad, profiled_types=job.profiled_types,
                 profiling=bool(mem.profiles), profile_placement=held,
+                queue_wait_s=waiting_queue_wait_s(t + self.epoch_s, job.queue_entry_s, job.attained_service_s,
+                                                  job.service_at_entry_s),
                 batch_limits=(spec.batch_size or 1, job.submission.max_batch_size or spec.batch_size or 1)
                 if spec.adaptivity is Adaptivity.ADAPTIVE else None))
             mem.new_tput, mem.new_grad = [], []

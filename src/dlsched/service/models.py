@@ -78,6 +78,9 @@ class Job(Base):
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     message: Mapped[str | None] = mapped_column(Text)
     profiled_types: Mapped[list[str]] = mapped_column(JSON)
+    #: Unix time the job entered the waiting queue (its first profile's end; None before) and its service then.
+    queue_entry_s: Mapped[float | None] = mapped_column(Float)
+    service_at_entry_s: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
 
 
 class Event(Base):

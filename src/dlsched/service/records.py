@@ -64,6 +64,10 @@ class JobRecord:
     cancel_requested: bool
     message: str | None
     profiled_types: tuple[str, ...]
+    #: When the job entered the waiting queue (the end of its first profile; None before, or never profiled)
+    #: and its attained service then: its latency ratio counts the wait from there (Hops section 3.1).
+    queue_entry_s: float | None = None
+    service_at_entry_s: float = 0.0
 
     @property
     def finished(self) -> bool:

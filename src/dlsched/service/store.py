@@ -239,6 +239,7 @@ class Store:
                     status="queued", submitted_s=now_s, gpus=0, placement={}, incarnation=0, steps_done=0,
                     last_checkpoint_step=0, restarts=0, failures=0, preemptions=0, attained_gpu_s=0.0,
                     attained_service_s=0.0, progress=0.0, cancel_requested=False, profiled_types=[],
+                    service_at_entry_s=0.0,
                 ).returning(m.Job.seq)).scalar_one()
             except IntegrityError:
                 raise InputError(f"no user named {user!r}", field="user") from None
@@ -483,4 +484,5 @@ def _job_record(row: m.Job) -> JobRecord:
         preemptions=row.preemptions, attained_gpu_s=row.attained_gpu_s,
         attained_service_s=row.attained_service_s, progress=row.progress,
         cancel_requested=bool(row.cancel_requested), message=row.message,
-        profiled_types=tuple(row.profiled_types or ()))
+        profiled_types=tuple(row.profiled_types or ()), queue_entry_s=row.queue_entry_s,
+        service_at_entry_s=row.service_at_entry_s or 0.0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dlsched.core import Configuration, GradientObservation, Job, ThroughputObservation
+from dlsched.core.view import waiting_queue_wait_s
 from dlsched.world.base import JobPhysics, Rate
 
 
@@ -44,6 +45,4 @@ class JobState:
     def queue_wait_at(self, t: float) -> float | None:
         """Seconds waited in the waiting queue by time ``t``: from the entry, less the service attained since
         (running, restoring, further profiles). None before the job entered it."""
-        if self.queue_entry_s is None or t < self.queue_entry_s:
-            return None
-        return max(0.0, t - self.queue_entry_s - (self.job.attained_service_s - self.service_at_entry_s))
+        return waiting_queue_wait_s(t, self.queue_entry_s, self.job.attained_service_s, self.service_at_entry_s)
