@@ -73,6 +73,10 @@ def test_a_job_page_has_its_facts_and_rank(store: Store):
     assert detail["job"]["rank"] == 2
     assert ["placement", "none"] in detail["facts"]
     assert detail["series"] == []
+    assert "entered waiting queue" not in dict(detail["facts"])  # not profiled: no entry to show
+    store.update_job("job-4", queue_entry_s=0.0)
+    entered = dict(job_detail(store, store.job("job-4"), now_s=200.0)["facts"])["entered waiting queue"]
+    assert entered == "1970-01-01T00:00:00+00:00"
 
 
 def test_the_timeline_merges_rounds_with_the_same_holding():
