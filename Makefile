@@ -65,7 +65,7 @@ experiments: $(STAMP)
 	$(PY) experiments/gimbal_search.py
 	$(PY) experiments/gimbal_ablation.py --seeds 5 --workers $(WORKERS)
 	$(PY) experiments/hops_estimator.py --workloads 3 --workers $(WORKERS)
-	$(PY) experiments/hops_estimator_error.py --seeds 3
+	$(PY) experiments/hops_estimator_error.py --seeds 5
 	$(PY) experiments/hops_table3.py --seeds 5 --workers $(WORKERS)
 	$(PY) experiments/hops_table4.py --seeds 5 --ablation-seeds 1 --workers $(WORKERS)
 	$(PY) experiments/hops_ftf.py --seeds 5 --workers $(WORKERS)
