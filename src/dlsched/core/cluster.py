@@ -97,6 +97,14 @@ class Cluster:
         start = int(self.gpu_offset[node_id])
         return range(start, start + self.nodes[node_id].num_gpus)
 
+    def first_gpu_of_each_type(self, gpus: Iterable[int]) -> dict[str, int]:
+        """The first of ``gpus`` on each GPU type, in their order: a profile runs one single-GPU job per type
+        (Sia, Hops), so ``dlsched run`` and the service launch one per entry."""
+        out: dict[str, int] = {}
+        for g in gpus:
+            out.setdefault(self.gpu_type_of[g], int(g))
+        return out
+
     def max_gpus_single_type(self) -> int:
         """The largest gang any single-type job can ever get."""
         return max(self.gpus_per_type.values(), default=0)

@@ -375,12 +375,7 @@ class RuntimeRun:
         for job_id, placement in profiles.items():
             live = self.active[job_id]
             bszs = sorted({min(live.job.max_batch, m * live.job.init_batch) for m in self.options.profile_multiples})
-            seen: set[str] = set()
-            for g in placement.gpus:
-                gtype = self.cluster.gpu_type_of[g]
-                if gtype in seen:
-                    continue
-                seen.add(gtype)
+            for gtype, g in self.cluster.first_gpu_of_each_type(placement.gpus).items():
                 res = {node_resource(self.cluster, int(self.cluster.gpu_node[g])): 1.0}
                 ref = self._profile.options(resources=res).remote(_as_dict(live.train), bszs,
                                                                  self.options.profile_steps, self.slowdown[gtype])

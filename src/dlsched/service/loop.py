@@ -529,12 +529,8 @@ class RoundLoop:
         assert self.cluster is not None
         mem = self.memory.setdefault(job.id, _Memory())
         out = []
-        seen: set[str] = set()
-        for g in placement.gpus:
-            gtype = self.cluster.gpu_type_of[g]
-            if gtype in seen:
-                continue
-            seen.add(gtype)
+        firsts = self.cluster.first_gpu_of_each_type(placement.gpus)
+        for gtype, g in firsts.items():
             pdir = self._job_dir(job.id) / "profiles" / gtype
             spec = self._launch_spec(job, Placement.of([g]), job.submission.batch_size, 0, 0, job_dir=pdir,
                                      extra={"DLSCHED_CHECKPOINT_DIR": str(pdir / "checkpoints"),
@@ -543,7 +539,7 @@ class RoundLoop:
             mem.profiles[spec.job_id] = (gtype, int(g), now + self.options.profile_s + PROFILE_START_S)
             out.append((spec.job_id, spec, {"incarnation": 0, "batch_size": job.submission.batch_size}))
         updates.setdefault(job.id, {})["status"] = "profiling"
-        events.append((job.id, "profiling", f"profiling on {', '.join(sorted(seen))}", {}))
+        events.append((job.id, "profiling", f"profiling on {', '.join(sorted(firsts))}", {}))
         return out
 
     def _launch(self, key: str, spec: Any, control: dict[str, Any], now: float) -> None:
