@@ -20,6 +20,7 @@ from dlsched.runtime.training import load_checkpoint  # noqa: E402
 from dlsched.runtime.worker import node_resources  # noqa: E402
 from dlsched.runtime.workload import RuntimeTrace, load_cluster  # noqa: E402
 from raynodes import RayNodes  # noqa: E402
+from testkit import Recorder  # noqa: E402
 
 #: Every test that starts Ray runs on one pytest-xdist worker, one after another: Ray clusters started side
 #: by side on a two-core machine starve each other's start-up and health checks.
@@ -209,37 +210,21 @@ def test_a_decisions_batch_split_reaches_the_workers(two_nodes, tmp_path: Path):
     _check_jobs_resumed_exactly(result, trace, tmp_path)
 
 
-class RecordViews:
-    """A preset that keeps, each round, what it was shown of every job: (time, profiled types, profiling,
-    wait since submission, wait in the waiting queue)."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.name, self.traits = inner, inner.name, inner.traits
-        self.seen: dict[str, list[tuple[float, tuple[str, ...], bool, float, float | None]]] = {}
-
-    def describe(self) -> str:
-        return self.inner.describe()
-
-    def schedule(self, view) -> Decision:
-        for jv in view.jobs:
-            self.seen.setdefault(jv.job_id, []).append(
-                (view.time_s, jv.profiled_types, jv.profiling, jv.wait_s, jv.queue_wait_s))
-        return self.inner.schedule(view)
-
-
 def test_a_profiled_job_waits_in_the_waiting_queue_from_the_end_of_its_profile(two_nodes, tmp_path: Path):
     trace = _trace([{"job_id": "prof", "model": "mlp", "gpus": 1, "samples": 1024, "epochs": 3,
                      "adaptivity": "rigid"}])
-    scheduler = RecordViews(build_scheduler("sia", seed=0))
+    scheduler = Recorder(build_scheduler("sia", seed=0))
     result = RuntimeRun(two_nodes, trace, scheduler,
                         RuntimeOptions(round_s=4.0, checkpoint_dir=tmp_path, checkpoint_every=10)).run()
     assert result.summary["completed"] == 1
-    seen = scheduler.seen["prof"]
-    before = [s for s in seen if not s[1]]
-    after = [s for s in seen if s[1] and not s[2]]
+    # each round: (profiled types, profiling, wait since submission, wait in the waiting queue)
+    seen = [(jv.profiled_types, jv.profiling, jv.wait_s, jv.queue_wait_s)
+            for view, _ in scheduler.log for jv in view.jobs if jv.job_id == "prof"]
+    before = [s for s in seen if not s[0]]
+    after = [s for s in seen if s[0] and not s[1]]
     assert before and after, seen
-    assert all(s[4] is None for s in before), "no waiting-queue wait before the profile ended"
-    assert all(s[4] is not None and 0.0 <= s[4] <= s[3] + 1e-9 for s in after), after
+    assert all(s[3] is None for s in before), "no waiting-queue wait before the profile ended"
+    assert all(s[3] is not None and 0.0 <= s[3] <= s[2] + 1e-9 for s in after), after
     # the wait before entering the queue (submission to the profile's end) is the same in every later round
-    lead = [s[3] - s[4] for s in after if s[4] is not None]
+    lead = [s[2] - s[3] for s in after if s[3] is not None]
     assert max(lead) - min(lead) < 1e-6 and lead[0] > 0.0
