@@ -73,3 +73,71 @@ def test_lr_from_the_protocol_overrides(session: None, monkeypatch: pytest.Monke
     monkeypatch.setenv("DLSCHED_LR", "0.02")
     _train(steps=2)
     assert dt.current_session().lr == pytest.approx(0.02)
+
+
+def test_accessors_are_defined_from_the_first_step(session: None) -> None:
+    dt.init_process_group()
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 8), torch.randint(0, 3, (64,))
+    net = nn.Sequential(nn.Linear(8, 3))
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    model = dt.DataParallel(net, optimizer)
+    loader = dt.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=16)
+    assert (dt.batch_size(), dt.local_batch_size()) == (16, 16)
+    seen, losses = [], []
+    for xb, yb in loader:
+        loss = F.cross_entropy(model(xb), yb)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        dt.report_loss(loss)
+        losses.append(loss.item())
+        seen.append(dt.smoothed_loss())
+        assert (dt.batch_size(), dt.local_batch_size()) == (16, len(yb))
+    assert seen[0] == pytest.approx(losses[0])  # a number in the very first step, before any boundary
+    assert all(v is not None for v in seen) and len(seen) == 4
+    assert seen[1] == pytest.approx(losses[0])  # in step 2: the average through step 1's boundary
+
+
+def test_adam_follows_the_square_root_of_adascales_gain(session: None) -> None:
+    dt.init_process_group()
+    torch.manual_seed(0)
+    x = torch.randn(512, 8)
+    y = (x @ torch.randn(8, 3)).argmax(dim=1)
+    net = nn.Sequential(nn.Linear(8, 64), nn.Tanh(), nn.Linear(64, 3))
+    optimizer = torch.optim.Adam(net.parameters(), lr=0.01)
+    model = dt.DataParallel(net, optimizer)
+    loader = dt.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=16, max_batch_size=128)
+    sess = dt.current_session()
+    for i, (xb, yb) in enumerate(loader):
+        if i == 12:
+            loader.set_batch_size(64)
+        if i == 14:
+            break
+        loss = F.cross_entropy(model(xb), yb)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if i == 13:
+            gain = sess.gain()
+            assert 1.0 < gain and sess.lr == pytest.approx(0.01 * gain ** 0.5)
+    assert sess.gns is not None and sess.gns.measurements >= 6  # after Adam's warm-up steps
+
+
+@pytest.mark.parametrize("wrap", ["fsdp", "fully_shard", "ddp"])
+def test_sharded_or_wrapped_modules_are_refused(session: None, wrap: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
+
+    dt.init_process_group()
+    net: nn.Module = nn.Sequential(nn.Linear(4, 4))
+    if wrap == "fsdp":
+        net = FullyShardedDataParallel(net, device_id=torch.device("cpu"))
+    elif wrap == "fully_shard":
+        fully_shard(net)
+    else:
+        net = torch.nn.parallel.DistributedDataParallel(net)
+    with pytest.raises(SystemExit) as exit_:
+        dt.DataParallel(net, torch.optim.SGD(net.parameters(), lr=0.1))
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: ") and ("FSDP" in err if wrap != "ddp" else "already wrapped" in err)

@@ -120,7 +120,7 @@ def test_adascale_gain_limits() -> None:
     assert adascale_gain(256, 64, 1.0, 1e-9) == pytest.approx(1.0, rel=1e-6)
 
 
-def test_checkpoints_keep_the_last_two(tmp_path: Path) -> None:
+def test_checkpoints_keep_the_last_two_written(tmp_path: Path) -> None:
     for step in (3, 7, 12):
         ckpt.save(tmp_path, step, {"step": step})
     assert ckpt.saved_steps(tmp_path) == [7, 12]
@@ -139,3 +139,53 @@ def test_control_is_read_once_per_change_and_stale_incarnations_are_ignored(tmp_
     got = reader.poll()
     assert got is not None and got.batch_size == 96 and not got.stop
     assert reader.poll() is None
+
+
+_CRASH = """
+import os, signal, sys
+from pathlib import Path
+from dlsched.train import checkpoints as ckpt
+directory = Path(sys.argv[1])
+ckpt.save(directory, 5, {"step": 5})
+def crash(src, dst):  # the process dies after writing step 6's temporary file, before its rename
+    os.kill(os.getpid(), signal.SIGKILL)
+os.replace = crash
+ckpt.save(directory, 6, {"step": 6})
+"""
+
+
+def test_a_crash_between_writing_and_renaming_leaves_the_previous_checkpoint(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    src = Path(__file__).resolve().parents[2] / "src"
+    proc = subprocess.run([sys.executable, "-c", _CRASH, str(tmp_path)], env={**os.environ, "PYTHONPATH": str(src)},
+                          timeout=120)
+    assert proc.returncode == -9  # really killed at that point
+    assert ckpt.saved_steps(tmp_path) == [5]
+    assert ckpt.load(ckpt.checkpoint_file(tmp_path, 5)) == {"step": 5}
+    leftovers = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert len(leftovers) == 1 and leftovers[0].stat().st_size > 0  # step 6 was written, never renamed
+    ckpt.save(tmp_path, 7, {"step": 7})  # the next writer clears the dead one's temporary file
+    assert ckpt.saved_steps(tmp_path) == [5, 7]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_rerun_in_a_used_folder_keeps_its_newest_checkpoints(tmp_path: Path) -> None:
+    for step in (100, 200):  # an earlier run that got further
+        ckpt.save(tmp_path, step, {"step": step})
+        os.utime(ckpt.checkpoint_file(tmp_path, step), ns=(10**18 + step, 10**18 + step))
+    ckpt.save(tmp_path, 10, {"step": 10})
+    assert ckpt.saved_steps(tmp_path) == [10, 200]  # the new one stays, with the newest of the old run
+    ckpt.save(tmp_path, 20, {"step": 20})
+    assert ckpt.saved_steps(tmp_path) == [10, 20]
+    assert ckpt.load(ckpt.checkpoint_file(tmp_path, 20)) == {"step": 20}
+
+
+def test_smoothing_is_per_unit_of_scale() -> None:
+    a, b = GradientNoiseScale(init_batch=8), GradientNoiseScale(init_batch=8)
+    assert a.smoothing == 0.999  # AdaptDL's
+    a.update(1.0, 2.0, scale=4.0)
+    for _ in range(4):
+        b.update(1.0, 2.0, scale=1.0)
+    assert a.weight == pytest.approx(b.weight)  # one step of 4 B0 ages the history as four of B0

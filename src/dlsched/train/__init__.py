@@ -22,17 +22,22 @@ module             purpose
 ``session``        the step boundary: agreement on stop and batch size, reports, periodic checkpoints
 ``parallel``       DDP with the noise-scale communication hook, AdaScale's learning rate, emulated slowdown
 ``gns``            gradient noise scale estimates and AdaScale's gain
+``optim``          Adam's preconditioner and the square-root learning-rate rule
 ``data``           the elastic sampler and loader
-``checkpoints``    ``step-<n>.pt`` files, written atomically
+``checkpoints``    ``step-<n>.pt`` files, written atomically and fsynced
 ``control``        ``control.json`` and SIGTERM
 ``reports``        ``reports.jsonl``
 =================  ==========================================================================================
 """
 
 from dlsched.train.api import (
+    accumulate,
+    accumulating,
+    batch_size,
     checkpoint,
     device,
     finish,
+    local_batch_size,
     rank,
     register_state,
     remaining_epochs,
@@ -47,7 +52,7 @@ from dlsched.train.parallel import DataParallel
 from dlsched.train.state import current_session, init_process_group, reset_session
 
 __all__ = [
-    "DataLoader", "DataParallel", "ElasticSampler", "GradientNoiseScale", "adascale_gain", "checkpoint",
+    "accumulate", "accumulating", "batch_size", "local_batch_size", "DataLoader", "DataParallel", "ElasticSampler", "GradientNoiseScale", "adascale_gain", "checkpoint",
     "current_session", "device", "finish", "init_process_group", "rank", "register_state", "remaining_epochs",
     "report_loss", "reset_session", "smoothed_loss", "step", "world_size",
 ]

@@ -69,6 +69,23 @@ class ControlReader:
                        stop=raw.get("stop") is True)
 
 
+def superseded(job_dir: Path | None, incarnation: int) -> bool:
+    """Whether ``control.json`` already names a newer incarnation than ``incarnation``.
+
+    The fence of the stop protocol: once the service has started the next incarnation (it writes that
+    incarnation's ``control.json`` before launching it), a straggler of an older one (a worker that outlived
+    its stop, a rank on a node that came back) may no longer write a checkpoint, or it could overwrite the
+    step the new incarnation resumed from."""
+    if job_dir is None:
+        return False
+    try:
+        raw = json.loads((job_dir / CONTROL_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    newer = raw.get("incarnation") if isinstance(raw, dict) else None
+    return isinstance(newer, int) and not isinstance(newer, bool) and newer > incarnation
+
+
 class StopSignal:
     """A flag raised by SIGTERM (installed only from the main thread, where Python allows handlers)."""
 

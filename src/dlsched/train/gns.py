@@ -4,8 +4,16 @@ With ``E|g_b|^2 = |G|^2 + S/b`` for the mean gradient over ``b`` samples (McCand
 estimates of different batch sizes give unbiased ``|G|^2`` and ``S`` (the trace of the per-sample gradient
 covariance). Over ``n >= 2`` replicas the two are each replica's local gradient and the all-reduced global one;
 with one replica, this step's gradient and the previous step's, combined by their batch sizes, play the parts
-(AdaptDL's approach). The raw per-step values are noisy and may be negative; they are averaged with an
-exponential weight and bias correction, and clamped only when used, so the average stays unbiased.
+(AdaptDL's approach). With gradient accumulation every micro-batch is one such local gradient, so ``k``
+micro-batches on ``n`` replicas give ``n * k`` pieces against one global gradient. The raw per-step values
+are noisy and may be negative; they are averaged with an exponential weight and bias correction, and clamped
+only when used, so the average stays unbiased.
+
+The weight of the history is ``SMOOTHING ** scale`` per step, ``scale`` being the step's global batch over
+the initial one (``B / B0``), as AdaptDL does (0.999 per unit of scale): a step of a four times larger batch
+carries four times the information and ages the history as four steps of the initial batch would. A fixed
+per-step weight would make the averaging window shrink in samples as the batch shrinks and, at 0.9, average
+over some ten steps only, too few for the noisy raw values (the accuracy tests need hundreds).
 
 The service's estimators read Pollux's names: ``grad_sqr`` is ``|G|^2`` and ``grad_var`` is ``S / B0``, the
 noise of a batch of the job's initial size ``B0`` (``dlsched.estimators.goodput``); AdaScale's gain for a batch
@@ -17,8 +25,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-#: Weight of the history per step in the averages (AdaptDL's default smoothing is of this order).
-SMOOTHING = 0.9
+#: Weight of the history per unit of scale (a step of the initial batch): AdaptDL's 0.999, raised to the
+#: step's ``B / B0`` in ``GradientNoiseScale.update``.
+SMOOTHING = 0.999
 _TINY = 1e-30
 
 
@@ -31,6 +40,17 @@ def estimate_from_pair(mean_local_sqr: float, mean_inv_local: float, global_sqr:
         return None
     noise = (mean_local_sqr - global_sqr) / denom
     return global_sqr - noise / global_batch, noise
+
+
+def estimate_from_pieces(sqr_sum: float, counts: list[int], global_sqr: float) -> tuple[float, float] | None:
+    """Unbiased ``(|G|^2, S)`` from ``sqr_sum``, the summed squared norms of the mean gradients of pieces
+    of ``counts`` samples (replicas, or micro-batches of each replica; pieces without samples are left out),
+    and the squared norm of the mean gradient over all of them."""
+    sizes = [c for c in counts if c > 0]
+    if len(sizes) < 2:
+        return None
+    return estimate_from_pair(sqr_sum / len(sizes), sum(1.0 / c for c in sizes) / len(sizes), global_sqr,
+                              sum(sizes))
 
 
 def estimate_from_steps(prev_sqr: float, cur_sqr: float, dot: float, prev_batch: int,
@@ -63,9 +83,9 @@ class GradientNoiseScale:
     weight: float = 0.0
     measurements: int = 0
 
-    def update(self, sqr: float, noise: float) -> None:
-        """Fold in one step's raw estimates."""
-        s = self.smoothing
+    def update(self, sqr: float, noise: float, scale: float = 1.0) -> None:
+        """Fold in one step's raw estimates; ``scale`` is the step's global batch over the initial one."""
+        s = self.smoothing ** max(scale, 0.0)
         self.sqr_sum = s * self.sqr_sum + (1 - s) * sqr
         self.noise_sum = s * self.noise_sum + (1 - s) * noise
         self.weight = s * self.weight + (1 - s)

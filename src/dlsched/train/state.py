@@ -76,7 +76,11 @@ def init_process_group(backend: str | None = None, *, checkpoint_dir: str | Path
         if path is None or not path.is_file():
             where = str(path) if path is not None else "(no DLSCHED_CHECKPOINT_DIR)"
             _fail(env, f"checkpoint of step {env.resume_step} not found: {where}", EXIT_MISSING_CHECKPOINT)
-        resumed = ckpt.load(path)
+        try:
+            resumed = ckpt.load(path)
+        except Exception as exc:  # noqa: BLE001 - a torn or foreign file: retrying cannot load it either
+            _fail(env, f"checkpoint of step {env.resume_step} cannot be loaded: {path}: {type(exc).__name__}: "
+                       f"{exc}", EXIT_MISSING_CHECKPOINT)
     device = _device(env)
     if backend is None:
         backend = "nccl" if device.type == "cuda" else "gloo"
