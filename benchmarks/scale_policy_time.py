@@ -16,18 +16,20 @@ doubling limit and 64 GPUs), values from Sia's transformed objective, and churn 
 
 The first round is every method's cold start (reported as ``first_s``) and is not counted; the figures are
 over the ``--rounds`` rounds after it. ``objective_vs_lpstar`` is the method's total shimmed objective over
-LP*'s in the same rounds (``min_objective_vs_lpstar`` the worst round); every LP method, LP* included,
+LP*'s in the same rounds (``min_objective_vs_lpstar`` the worst round; with ``--lpstar-every K`` LP* is solved
+on every K-th round only, ``lpstar_rounds`` of them, and the comparison is over those); every LP method, LP* included,
 ends with the same shim (``--shim``, recorded as ``shim``: ``upgrade`` by default, ``thesis`` for the thesis's
 alone); POP's sub-problems are MILPs and need none; ``edits_median_s`` is the time the
 differential interface took to apply a round's ``edits_per_round`` edits (job arrivals, departures and value
-rows; not the time to make the new jobs' options). Prints a human line per method on stderr, then one JSON
-object per line per method.
+rows; not the time to make the new jobs' options). ``peak_rss_mb`` is the run's peak resident memory (this process or its largest worker). Prints a human line per
+method on stderr, then one JSON object per line per method.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 
 import numpy as np
@@ -69,8 +71,19 @@ def _pct(values: list[float], q: float) -> float:
     return round(float(np.percentile(values, q)), 5) if values else float("nan")
 
 
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process and of its finished or running children's largest (POP's
+    workers), in MB."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return round(max(own, children) / 1024.0, 1)
+
+
 def run(gpus: int, jobs: int, rounds: int, churn: float, drift: float, methods: list[str], workers: int,
-        seed: int, shim: str = "upgrade", prox_steps: int = 15, prox_eta: float = 100.0) -> list[dict]:
+        seed: int, shim: str = "upgrade", prox_steps: int = 15, prox_eta: float = 100.0,
+        lpstar_every: int = 1) -> list[dict]:
+    """Every method on every round; LP* on the first round and every ``lpstar_every``-th after it (at 100k
+    GPUs one LP* round takes minutes), and each method's objective is compared on those rounds only."""
     scale = gpus // 256
     stream = ChurnStream([ResourceBlock(n * scale, per) for _, n, per in BLOCK], jobs=jobs, churn=churn,
                          drift=drift, seed=seed)
@@ -80,6 +93,8 @@ def run(gpus: int, jobs: int, rounds: int, churn: float, drift: float, methods: 
     times: dict[str, list[float]] = {m: [] for m in names}
     critical: dict[str, list[float]] = {m: [] for m in names}
     obj: dict[str, list[float]] = {m: [] for m in names}
+    #: per method, its objective on the rounds LP* was solved for (aligned with ``obj["lpstar"]``)
+    ref_obj: dict[str, list[float]] = {m: [] for m in names}
     first: dict[str, float] = {}
     edits: list[float] = []
     edit_counts: list[int] = []
@@ -92,6 +107,8 @@ def run(gpus: int, jobs: int, rounds: int, churn: float, drift: float, methods: 
                 edit_counts.append(counts["departed"] + counts["arrived"] + counts["drifted"])
             active.append(len(problem))
             for m, solver in solvers.items():
+                if m == "lpstar" and t % lpstar_every:
+                    continue
                 res: RoundResult = solver.solve()
                 if not problem.is_feasible(res.pick):
                     raise AssertionError(f"{m} returned an infeasible allocation in round {t}")
@@ -100,19 +117,22 @@ def run(gpus: int, jobs: int, rounds: int, churn: float, drift: float, methods: 
                     continue
                 times[m].append(res.total_s)
                 obj[m].append(res.objective)
+                if t % lpstar_every == 0:
+                    ref_obj[m].append(res.objective)
                 if "critical_path_s" in res.info:
                     critical[m].append(res.info["critical_path_s"])
             if t:
-                print(f"round {t}: " + ", ".join(f"{m} {times[m][-1]:.3f}s" for m in names), file=sys.stderr,
-                      flush=True)
+                print(f"round {t}: " + ", ".join(f"{m} {times[m][-1]:.3f}s" for m in names if times[m]),
+                      file=sys.stderr, flush=True)
     finally:
         for solver in solvers.values():
             if isinstance(solver, POP):
                 solver.close()
     rows = []
-    ref = np.array(obj["lpstar"])
+    ref = np.array(ref_obj["lpstar"])
+    peak = _peak_rss_mb()
     for m in (x for x in methods if x in solvers):
-        mine = np.array(obj[m])
+        mine = np.array(ref_obj[m])
         row = {"bench": "scale_policy_time", "method": m, "gpus": int(problem.capacity.sum()),
                "jobs_active": int(np.median(active)), "options": int(problem.live_slots), "rounds": rounds,
                "churn": churn, "drift": drift, "shim": "milp" if m.startswith("pop-") else shim,
@@ -121,7 +141,8 @@ def run(gpus: int, jobs: int, rounds: int, churn: float, drift: float, methods: 
                "objective_vs_lpstar": round(float(mine.sum() / ref.sum()), 5) if ref.sum() > 0 else 1.0,
                "min_objective_vs_lpstar": round(float(np.min(mine / np.where(ref > 0, ref, 1.0))), 5),
                "first_s": round(first[m], 4), "edits_median_s": _pct(edits, 50),
-               "edits_per_round": int(np.median(edit_counts)) if edit_counts else 0}
+               "edits_per_round": int(np.median(edit_counts)) if edit_counts else 0,
+               "lpstar_rounds": len(ref), "peak_rss_mb": peak}
         if m == "continual":
             row["prox_steps"] = prox_steps
             row["prox_eta"] = prox_eta
@@ -170,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="the continual method's proximal steps per round at most (default 15; 1-10000)")
     ap.add_argument("--prox-eta", type=float, default=100.0,
                     help="the continual method's proximal step size eta (default 100; 0.001-1e6)")
+    ap.add_argument("--lpstar-every", type=int, default=1,
+                    help="solve LP* on every K-th measured round only (default 1: every round; 1-1000); "
+                         "objectives are compared on those rounds")
     ap.add_argument("--quick", action="store_true", help="512 GPUs, 150 jobs, 4 rounds (seconds)")
     args = ap.parse_args(argv)
     if args.quick:
@@ -186,6 +210,11 @@ def main(argv: list[str] | None = None) -> int:
         problems.append(f"--prox-steps: {args.prox_steps} must be in 1-10000")
     if not 1e-3 <= args.prox_eta <= 1e6:
         problems.append(f"--prox-eta: {args.prox_eta} must be in 0.001-1e6")
+    if not 1 <= args.lpstar_every <= 1000:
+        problems.append(f"--lpstar-every: {args.lpstar_every} must be in 1-1000")
+    if args.lpstar_every > args.rounds:
+        problems.append(f"--lpstar-every: {args.lpstar_every} is more than --rounds {args.rounds}: LP* would "
+                        "be solved on no measured round")
     if args.shim not in SHIMS:
         problems.append(f"--shim: unknown {args.shim} (one of {', '.join(SHIMS)})")
     if problems:
@@ -193,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     jobs = args.jobs if args.jobs is not None else int(0.3 * args.gpus)
     rows = run(args.gpus, jobs, args.rounds, args.churn, args.drift, methods, args.workers, args.seed,
-               args.shim, args.prox_steps, args.prox_eta)
+               args.shim, args.prox_steps, args.prox_eta, args.lpstar_every)
     for r in rows:
         extra = (f", critical path p99 {r['critical_path_p99_s']:.3f}s" if "critical_path_p99_s" in r else "")
         print(f"{r['method']:>12} {r['gpus']} GPUs, {r['jobs_active']} jobs: median {r['median_s']:.3f}s, "

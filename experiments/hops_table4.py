@@ -159,6 +159,15 @@ def shares(records: list[dict | None]) -> str:
                      *(f"share of JCT lead over {base}" for base in BASELINES)], rows)
 
 
+def row_spec(tag: str, seed: int) -> dict:
+    """The run of row ``tag`` on trace seed ``seed`` (``benchmarks/sim_speed.py`` times the same runs)."""
+    policy, settings = next((p, s) for t, p, s in ROWS if t == tag)
+    return sc.spec(policy, CLUSTER, f"hops:jobs=500,rate=100,seed={seed}", seed=seed, tuned=False, tag=tag,
+                   ordering=None if policy == "hops" else "latency-ratio", extract=restart_cost,
+                   settings={k: v for k, v in settings.items() if not k.startswith("world.")},
+                   world={k.removeprefix("world."): v for k, v in settings.items() if k.startswith("world.")})
+
+
 def main() -> None:
     p = sc.parser(__doc__.splitlines()[0], default_workloads=1, name="hops_table4")
     p.add_argument("--ablation-seeds", type=int, default=None,
@@ -173,11 +182,7 @@ def main() -> None:
     unknown = wanted - {tag for tag, _, _ in ROWS}
     if unknown:
         p.error(f"--rows: no row {', '.join(sorted(unknown))} (rows: {'; '.join(tag for tag, _, _ in ROWS)})")
-    specs = [sc.spec(policy, CLUSTER, f"hops:jobs=500,rate=100,seed={w}", seed=w, tuned=False, tag=tag,
-                     ordering=None if policy == "hops" else "latency-ratio", extract=restart_cost,
-                     settings={k: v for k, v in settings.items() if not k.startswith("world.")},
-                     world={k.removeprefix("world."): v for k, v in settings.items() if k.startswith("world.")})
-             for w in range(1, args.workloads + 1) for tag, policy, settings in ROWS
+    specs = [row_spec(tag, w) for w in range(1, args.workloads + 1) for tag, _, _ in ROWS
              if (not wanted or tag in wanted) and (tag in MAIN_ROWS or w <= ablation_seeds)]
     records = sc.run_all(specs, workers=args.workers, force=args.force)
     sc.finish("hops_table4", args, records, tables)

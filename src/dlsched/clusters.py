@@ -10,8 +10,9 @@ derives their step times from ``like``'s (docs/gpu-types.md), so no packaged fil
 
 Numbers are strict (``gpus_per_node: true`` or ``count: 2.5`` is a mistake, not 1 or 2) and bounded by what
 they mean: a server holds 1..64 GPUs, a speed factor is a multiplier between 1/100 and 100 of the median
-server's speed, and a cluster has at most 65536 GPUs (the simulator's work per round grows with it). A value
-outside its range is refused naming the file, the field and the range (docs/simulator.md).
+server's speed, and a cluster has at most 131072 GPUs (the simulator's work per round grows with it;
+copter-100k has 102400). A value outside its range is refused naming the file, the field and the range
+(docs/simulator.md).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ GROUP_RANGES: dict[str, Range] = {
     "speed_factor": Range(0.01, 100.0),
 }
 #: Most GPUs one cluster file may describe.
-MAX_CLUSTER_GPUS = 65536
+MAX_CLUSTER_GPUS = 131072
 #: Allowed ranges of a declared GPU type's numbers.
 DECLARED_RANGES: dict[str, Range] = {
     "speed": Range(0.01, 100.0),

@@ -34,8 +34,11 @@ def test_every_preset_simulates_its_default_trace(preset: str):
 def test_the_clusters_listing_is_the_set_of_presets_tested():
     res = run("clusters", "--format", "json")
     assert res.exit_code == 0, res.output
-    listed = sorted(json.loads(ln)["name"] for ln in res.stdout.splitlines() if ln.strip())
-    assert listed == preset_names()
+    rows = [json.loads(ln) for ln in res.stdout.splitlines() if ln.strip()]
+    assert sorted(r["name"] for r in rows if "simulate" in r["for"]) == preset_names()
+    # the service's built-in cluster is listed too, for the commands that take it
+    assert [(r["name"], r["gpus"], r["for"]) for r in rows if "simulate" not in r["for"]] == [
+        ("ray-local-4", 8, "run, serve")]
 
 
 @pytest.mark.parametrize("preset", preset_names())

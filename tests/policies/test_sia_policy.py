@@ -543,3 +543,16 @@ def test_a_profiled_job_starts_at_one_gpu_or_twice_its_profiled_count(growth_cap
                           for t in ("t4", "a100")]
     d = s.schedule(view([job]))
     assert len(d.allocations["a"].placement) == expected
+
+
+def test_a_job_profiled_without_a_single_report_still_runs_and_stays():
+    """Under ``dlsched serve`` a script that does not use dlsched.train reports no step times, so its profiles
+    teach the learned estimator nothing; Sia must still run it (it once waited for ever with every GPU free)."""
+    s = build_scheduler("sia")  # its own learned estimator, as the service runs it
+    silent = JobSpec(job_id="plain", submit_time_s=0.0, model="cmd-0123abcd", num_gpus=2, batch_size=None,
+                     adaptivity=Adaptivity.RIGID)
+    d = s.schedule(view([jv(silent, profiled=("t4", "a100"))]))
+    assert len(d.allocations["plain"].placement) == 2 and not d.profiles
+    placed = tuple(d.allocations["plain"].placement.gpus)
+    again = s.schedule(view([jv(silent, placement=placed, profiled=("t4", "a100"))]))
+    assert tuple(again.allocations["plain"].placement.gpus) == placed

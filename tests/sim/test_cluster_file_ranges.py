@@ -35,7 +35,7 @@ def test_out_of_range_groups_are_refused_with_the_range(tmp_path, group, field, 
 def test_a_cluster_of_too_many_gpus_is_refused(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("name: c\nnodes:\n  - {gpu_type: v100, count: 60000, gpus_per_node: 8}\n")
-    with pytest.raises(InputError, match="480000 GPUs; a cluster may have at most 65536"):
+    with pytest.raises(InputError, match="480000 GPUs; a cluster may have at most 131072"):
         load_cluster(str(path))
 
 

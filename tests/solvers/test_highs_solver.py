@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from brute import brute_force
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,18 +18,6 @@ from dlsched.solvers import (
     solve_assignment,
     solve_sparse,
 )
-
-
-def brute_force(problem: AssignmentProblem) -> float:
-    """Best objective by enumeration (tiny problems only)."""
-    per_group = [[-1] + [int(o) for o in np.nonzero(problem.group == g)[0]] for g in range(problem.num_groups)]
-    best = -np.inf
-    for combo in itertools.product(*per_group):
-        choice = np.array(combo, dtype=np.int64)
-        if problem.is_feasible(choice):
-            best = max(best, problem.objective(choice))
-    return best
-
 
 # -- thesis table 3.1 -------------------------------------------------------------------------------------
 #: The thesis's running example (section 3.3.4): one node of 2 A GPUs and one of 4 B GPUs, configurations

@@ -50,3 +50,19 @@ def test_prox_steps_reach_the_continual_method_and_its_row() -> None:
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     assert [(r["method"], r["prox_steps"]) for r in rows] == [("continual", 40)]
     assert rows[0]["objective_vs_lpstar"] > 0.99
+
+
+def test_lpstar_on_sampled_rounds_compares_on_those_rounds_and_reports_memory() -> None:
+    out = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--methods", "lpstar,continual",
+                          "--lpstar-every", "2"], capture_output=True, text=True, timeout=300, check=True)
+    rows = {r["method"]: r for r in (json.loads(line) for line in out.stdout.splitlines())}
+    # --quick measures 4 rounds: LP* is solved on rounds 2 and 4, the continual method on all 4
+    assert rows["lpstar"]["lpstar_rounds"] == rows["continual"]["lpstar_rounds"] == 2
+    assert rows["lpstar"]["objective_vs_lpstar"] == 1.0
+    assert rows["continual"]["objective_vs_lpstar"] > 0.99
+    assert all(r["peak_rss_mb"] > 50 for r in rows.values())  # an interpreter with numpy and HiGHS at least
+    out = subprocess.run([sys.executable, str(SCRIPT), "--rounds", "3", "--lpstar-every", "5"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "error: --lpstar-every: 5 is more than --rounds 3: LP* would be solved on no measured round"]

@@ -39,7 +39,7 @@ def test_derived_types_follow_their_published_speeds(tm: ThroughputModel) -> Non
     assert tm.relative_speed("a10-pcie") < tm.relative_speed("a100-pcie") < tm.relative_speed("a100")
 
 
-@pytest.mark.parametrize(("preset", "scale"), [("copter-10k", 40), ("copter-25k", 100)])
+@pytest.mark.parametrize(("preset", "scale"), [("copter-10k", 40), ("copter-25k", 100), ("copter-100k", 400)])
 def test_copter_presets_are_the_thesis_block_scaled(preset: str, scale: int) -> None:
     cluster = load_cluster(preset)
     block = {"v100": 48, "t4": 32, "a100": 32, "quad": 32, "rtx": 48, "a10-pcie": 32, "a100-pcie": 32}

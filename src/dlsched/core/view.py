@@ -95,6 +95,10 @@ class JobView:
     #: Seconds waited in the waiting queue, which a job enters when its first profile ends (Hops section 3.1);
     #: None when it has not entered it or the scheduler does not tell the queues apart (then ``wait_s``).
     queue_wait_s: float | None = None
+    #: The start-up (process start to first step) the runtime measured for this job's last incarnation: what
+    #: a restart costs it. None where nothing measured it (the simulator's jobs report no start-up; the
+    #: policies then use their own assumption).
+    measured_startup_s: float | None = None
 
     @property
     def job_id(self) -> str:

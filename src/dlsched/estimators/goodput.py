@@ -206,8 +206,9 @@ class LearnedGoodputEstimator:
         return () if st is None else tuple(sorted(st.unusable))
 
     def restart_delay_s(self, job: JobView) -> float | None:
-        """Jobs do not report their checkpoint-restore time, so a learned estimator does not know it."""
-        return None
+        """What the runtime measured of the job's start-up (launch to first step), if anything: jobs do not
+        report their checkpoint-restore time, but a real cluster sees how long a restart took."""
+        return job.measured_startup_s
 
     def params(self, job: JobView, gpu_type: str) -> ThroughputParams | None:
         """The job's fitted throughput parameters on a type (the pooled model if not hetero-aware)."""

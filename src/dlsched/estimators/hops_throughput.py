@@ -156,6 +156,11 @@ class ThroughputTable:
     efficiency: np.ndarray
 
 
+#: One job's cached answers: the store version they hold at, formula answers, biases, per-GPU answers.
+_JobAnswers = tuple[int, dict[tuple[str, int, int], float], dict[tuple[str, str], float],
+                    dict[tuple[str, int, int], float]]
+
+
 @dataclass
 class HopsThroughput:
     """The section 3.5 estimator over a :class:`ThroughputStore`; see the module docstring."""
@@ -178,11 +183,11 @@ class HopsThroughput:
     correction: str = "ratio"
     mode: str = "learned"
     _mixtures: dict[tuple[str, str], tuple[int, DataLoadMixture | None]] = field(default_factory=dict, repr=False)
-    #: Formula answers per (job, type, GPUs, servers), valid while the store's version is ``_formulas_of``.
-    _formulas: dict[tuple[str, str, int, int], float] = field(default_factory=dict, repr=False)
-    _formulas_of: int = field(default=-1, repr=False)
-    #: :meth:`bias` per (job, type, shape class), valid with ``_formulas``.
-    _bias: dict[tuple[str, str, str], float] = field(default_factory=dict, repr=False)
+    #: Per job: the store's :meth:`~ThroughputStore.job_version` they hold at, its formula answers per (type,
+    #: GPUs, servers), its :meth:`bias` per (type, shape class) and its per-GPU answers on no server in
+    #: particular per (type, GPUs, servers). A job's answers rest on its own records alone, so they are
+    #: recomputed only when it reports (a waiting job's stay from round to round).
+    _formulas: dict[str, _JobAnswers] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.correction not in CORRECTIONS:
@@ -207,10 +212,14 @@ class HopsThroughput:
         """Samples/s for each ``(num_nodes, num_gpus)`` shape on no server in particular (type layer, else
         the formula), GPUs spread evenly."""
         out = np.zeros(len(shapes))
+        answers = self._job_cache(job.job_id)[3]
         for i, (nodes, gpus) in enumerate(np.asarray(shapes, dtype=int).tolist()):
             if nodes <= 0 or gpus <= 0:
                 continue
-            per_gpu, _ = self.per_gpu(job.job_id, gpu_type, None, gpus, nodes)
+            k = (gpu_type, gpus, nodes)
+            per_gpu = answers.get(k)
+            if per_gpu is None:
+                per_gpu = answers[k] = self.per_gpu(job.job_id, gpu_type, None, gpus, nodes)[0]
             out[i] = per_gpu * gpus
         return out
 
@@ -223,7 +232,8 @@ class HopsThroughput:
         return ()
 
     def restart_delay_s(self, job: JobView) -> float | None:
-        return None
+        """What the runtime measured of the job's start-up, if anything (the store holds no restart cost)."""
+        return job.measured_startup_s
 
     # -- location-specific configurations ---------------------------------------------------------------
     def config_throughput(self, job_id: str, gpu_type: str, servers: tuple[tuple[int, int], ...]) -> float:
@@ -275,24 +285,29 @@ class HopsThroughput:
     def _formula(self, job_id: str, gpu_type: str, num_gpus: int, num_nodes: int) -> float:
         """:meth:`formula` times the job's :meth:`bias` (under ``correction=ratio``), remembered until the
         next observation."""
-        if self._formulas_of != self.store.version:
-            self._formulas.clear()
-            self._bias.clear()
-            self._formulas_of = self.store.version
-        k = (job_id, gpu_type, num_gpus, num_nodes)
-        got = self._formulas.get(k)
+        formulas = self._job_cache(job_id)[1]
+        k = (gpu_type, num_gpus, num_nodes)
+        got = formulas.get(k)
         if got is None:
             got = self.formula(job_id, gpu_type, num_gpus, num_nodes)
             if self.correction == "ratio" and got > 0 and self.store.components(job_id, gpu_type) is not None:
                 got *= self.bias(job_id, gpu_type, shape_class(num_gpus, num_nodes))
-            self._formulas[k] = got
+            formulas[k] = got
         return got
+
+    def _job_cache(self, job_id: str) -> _JobAnswers:
+        """The job's cached answers, emptied when the job reported since they were computed."""
+        version = self.store.job_version(job_id)
+        cached = self._formulas.get(job_id)
+        if cached is None or cached[0] != version:
+            cached = self._formulas[job_id] = (version, {}, {}, {})
+        return cached
 
     def bias(self, job_id: str, gpu_type: str, shape: str) -> float:
         """Measured over formula for the job's type-layer records of :func:`shape_class` ``shape``: their
         geometric mean on ``gpu_type``, else on every type the job was profiled on; 1 without records."""
-        k = (job_id, gpu_type, shape)
-        got = self._bias.get(k)
+        cache = self._job_cache(job_id)[2]
+        got = cache.get((gpu_type, shape))
         if got is not None:
             return got
         here: list[float] = []
@@ -308,7 +323,7 @@ class HopsThroughput:
             if t == gpu_type:
                 here.append(anywhere[-1])
         logs = here or anywhere
-        got = self._bias[k] = math.exp(sum(logs) / len(logs)) if logs else 1.0
+        got = cache[(gpu_type, shape)] = math.exp(sum(logs) / len(logs)) if logs else 1.0
         return got
 
     def formula(self, job_id: str, gpu_type: str, num_gpus: int, num_nodes: int) -> float:

@@ -99,7 +99,12 @@ class ThroughputStore:
             os.makedirs(parent, exist_ok=True)
         #: Counts the observations recorded by this process (answers derived from the layers key on it).
         self.version = 0
-        self._db = sqlite3.connect(self.path)
+        #: Per job, the observations of it recorded by this process: every answer about a job derives from its
+        #: own records only, so an answer computed at one count holds while the count stays.
+        self._job_version: dict[str, int] = {}
+        # one user at a time, but not always the same thread: the service runs its first round before its
+        # round thread starts, and the round thread every one after
+        self._db = sqlite3.connect(self.path, check_same_thread=False)
         # a crash may lose the last round's records, never corrupt the file; syncing every round would
         # cost more than the round's plan
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -146,6 +151,7 @@ class ThroughputStore:
         the first profiled components of the job on its type (the component layer keeps the first ones).
         """
         self.version += 1
+        self._job_version[job] = self._job_version.get(job, 0) + 1
         db = self._db
         comps = dict(obs.components)
         db.execute("INSERT INTO observations (job, gpu_type, time_s, servers, num_gpus, num_nodes, local_bsz, "
@@ -179,6 +185,10 @@ class ThroughputStore:
 
     def commit(self) -> None:
         self._db.commit()
+
+    def job_version(self, job: str) -> int:
+        """How many observations of ``job`` this process recorded (answers about the job key on it)."""
+        return self._job_version.get(job, 0)
 
     def _add(self, mirror: dict, table: str, key: tuple, value: float, *extra: str) -> None:
         total, n = mirror.get(key, (0.0, 0))

@@ -108,6 +108,19 @@ def _allocated(name: str, job: JobView, d: Any, profiling: bool) -> tuple[str, s
             {"allocation": name, "requested": job.spec.num_gpus})
 
 
+def _binding(view: ClusterView, job: JobView, demands: dict[str, Any]) -> str:
+    """The fact that bound a job left without GPUs: how many of the GPUs it can use the round's
+    allocations took, against what it asks."""
+    cluster = view.cluster
+    usable = [t for t in cluster.type_names if job.spec.allows_gpu_type(t)]
+    cap = sum(cluster.gpus_per_type.get(t, 0) for t in usable)
+    taken = sum(d.num_gpus for d in demands.values() if d.job.job_id != job.job_id
+                and (d.gpu_type is None or d.gpu_type in usable))
+    need = job.spec.min_gpus or job.spec.num_gpus
+    return (f"the jobs allocated this round take {min(taken, cap)} of the {cap} GPUs it can use "
+            f"({', '.join(usable)}), leaving {max(0, cap - taken)} where it needs {need}")
+
+
 #: Ranks up to this one are recorded exactly; deeper in the queue a record starts when a job's rank enters a
 #: new power-of-two band (17-31, 32-63, ...), so a long queue costs few records.
 RANK_EXACT = 16
@@ -251,7 +264,10 @@ class Recorder:
         jobs = {j.job_id: j for j in ordered}
 
         def build(jid: str) -> tuple[str, str, dict[str, Any]]:
-            return _allocated(name, jobs[jid], demands.get(jid), cur[jid] == "profile")
+            decided, summary, facts = _allocated(name, jobs[jid], demands.get(jid), cur[jid] == "profile")
+            if decided == "none" and not (_stage_facts(stage, jid) or {}).get("why"):
+                summary += ": " + _binding(view, jobs[jid], demands)  # the stage says no more: the GPUs do
+            return decided, summary, facts
 
         self._step("allocation", cur, build, view, stage)
 

@@ -42,13 +42,14 @@ from dlsched.world.calibration import profile_names
 from dlsched.world.sharing_worlds import SHARING_WORLDS
 
 DEFAULT_CLUSTER = "sia-hetero-64"
-#: Loads sia-hetero-64 enough that schedulers differ (325 jobs in 4 hours; see the README for the table).
+#: Loads sia-hetero-64 enough that schedulers differ (325 jobs in 4 hours; see docs/schedulers.md for the table).
 DEFAULT_TRACE = "synthetic:rate=80,hours=4,seed=1"
 DEFAULT_POLICY = "fifo"
 #: Stages a configuration may swap, in pipeline order (the registry's stage kinds).
 STAGES: tuple[str, ...] = STAGE_KINDS
 #: Engine limits that ``--set`` may also carry (they used to be set that way).
-ENGINE_KEYS: tuple[str, ...] = ("max_time_s", "stall_rounds", "charge_policy_time", "explain")
+ENGINE_KEYS: tuple[str, ...] = ("max_time_s", "stall_rounds", "charge_policy_time", "explain", "round_offset_s",
+                                "completion_at_round", "initial_state")
 #: Keys ``config.json`` records for people that a replay does not read back.
 RECORD_ONLY_KEYS: tuple[str, ...] = ("dlsched_version", "scheduler", "data")
 _DAY_S = DAY_S
@@ -195,6 +196,18 @@ class RunConfig(BaseModel):
     #: computed (at most a round later), the previous allocation running meanwhile. Off by default, as the
     #: papers simulate; runs with it on depend on the machine's speed.
     charge_policy_time: bool = False
+    #: Rounds start at ``round_offset_s + k * round_s`` (below ``round_s``): a replay of a service's history
+    #: (``dlsched whatif``) sets the phase of the service's rounds against its first submission. 0: rounds at
+    #: multiples of the round, the first at the first submission's round.
+    round_offset_s: float = Field(0.0, ge=0.0, le=_DAY_S)
+    #: A job completing inside a round is seen complete at the round's end, as ``dlsched serve`` sees it
+    #: (its GPUs held and its JCT running until then); ``dlsched whatif`` sets it. Off by default: a job
+    #: completes at its last step, as the papers simulate.
+    completion_at_round: bool = False
+    #: A JSON file of the cluster's state to start from (:mod:`dlsched.sim.initial`: the time, and per job
+    #: its GPUs, the fraction of its work done, its attained service); ``dlsched whatif --at T`` writes one.
+    #: None: the run starts from an empty cluster.
+    initial_state: str | None = Field(None, min_length=1)
     #: Measured-data directory; None uses $DLSCHED_DATA, else the user data directory (recorded resolved).
     data_dir: str | None = Field(None, min_length=1)
     #: Per-user and per-team GPU quota file (YAML, docs/quotas.md) for the ``quota`` admission stage.
@@ -333,7 +346,7 @@ def world_with_defaults(world: BaseModel, defaults: Mapping[str, Any], source: s
 
 
 _NUMERIC_FIELDS = frozenset({"cluster_scale", "trace_seed", "jobs", "seed", "world_seed", "round_s", "max_time_s",
-                             "stall_rounds"})
+                             "stall_rounds", "round_offset_s"})
 #: pydantic error types that a value outside, or not of, a numeric field's type raises.
 _RANGE_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number",
                            "int_parsing", "int_from_float", "float_parsing", "int_type", "float_type",
@@ -399,7 +412,8 @@ def route_settings(settings: Mapping[str, str]) -> dict[str, Any]:
     """Split ``--set`` pairs into config fields: world options, engine limits and policy tunables.
 
     ``world.KEY`` and bare world keys (``locality_penalty``) go to ``world``; ``ftf.KEY`` to ``ftf``;
-    ``max_time_s``, ``stall_rounds``, ``charge_policy_time`` and ``explain`` to the engine fields; everything else
+    ``max_time_s``, ``stall_rounds``, ``charge_policy_time``, ``explain``, ``round_offset_s``,
+    ``completion_at_round`` and ``initial_state`` to the engine fields; everything else
     is a policy tunable.
     """
     world: dict[str, str] = {}

@@ -1,9 +1,11 @@
 """The simulation engine: owns time, jobs and the world; asks a scheduler for a decision every round.
 
-Rounds start at multiples of ``round_s``. Inside a round, events happen at their exact times: a job's
-checkpoint-restore ends, a job completes (its GPUs then idle until the next round). Arrivals join the
-active set at the next round boundary; their wait counts from submission. When nothing is active the
-engine jumps to the round of the next arrival.
+Rounds start at multiples of ``round_s`` (shifted by ``round_offset_s``, the phase of a service's clock when
+the engine replays one). Inside a round, events happen at their exact times: a job's checkpoint-restore
+ends, a job completes (its GPUs then idle until the next round). Arrivals join the active set at the next
+round boundary; their wait counts from submission. When nothing is active the engine jumps to the round of
+the next arrival. With ``completion_at_round`` a job's completion is what a round-based service sees: the
+job holds its GPUs, and its JCT runs, until the round boundary after its last step.
 
 The engine is the only part that reads the world. A scheduler receives a :class:`ClusterView` with the
 facts a real cluster would give it, and the observations running jobs report.
@@ -42,6 +44,7 @@ from dlsched.core import (
 from dlsched.policies.stages import Scheduler
 from dlsched.sim.colocated import full_pct, has_partner, sharing_of
 from dlsched.sim.holders import GpuHolders
+from dlsched.sim.initial import InitialState, check_initial_state, start_from
 from dlsched.sim.invariants import check_decision
 from dlsched.sim.job_checks import validate_jobs
 from dlsched.sim.job_records import job_records
@@ -86,6 +89,17 @@ class SimConfig:
     #: allocation keeps running. Off: decisions take effect at once (as the papers simulate).
     charge_policy_time: bool = False
     quotas: Quotas | None = None  # per-user and per-team GPU quotas, handed to the scheduler in its view
+    #: Rounds start at ``round_offset_s + k * round_s`` (0 <= offset < round_s): the phase of the clock of the
+    #: service a replay reproduces, whose first round after the first submission is not at that submission.
+    round_offset_s: float = 0.0
+    #: A job that completes inside a round is seen complete at the round's end, as ``dlsched serve`` sees it
+    #: (it learns of a finish when it polls the workers, once a round): it holds its GPUs and its JCT runs
+    #: until then, and a scheduler that plans within rounds does not plan on its completion. Off: a job
+    #: completes at its last step (its GPUs idle until the next round), as the papers simulate.
+    completion_at_round: bool = False
+    #: Start from a cluster's state rather than an empty cluster (:mod:`dlsched.sim.initial`): round 0 runs
+    #: the state's placements from its time, the scheduler decides from round 1.
+    initial: InitialState | None = None
 
 
 @dataclass
@@ -135,6 +149,10 @@ class Engine:
         self.phase_s: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         #: Each round's record with the jobs that waited unprofiled then (:mod:`dlsched.sim.round_records`).
         self._pending_rounds: list[PendingRound] = []
+        #: The end of the round being simulated (where ``completion_at_round`` puts a completion).
+        self._round_end = math.inf
+        if self.config.initial is not None:
+            check_initial_state(self.config.initial, specs, cluster)
 
     def physics_of(self, job_id: str) -> JobPhysics:
         """The world's physics of a job (for the simulator's oracle adapter only; never for policies)."""
@@ -167,7 +185,7 @@ class Engine:
     def run(self) -> SimulationResult:
         cfg = self.config
         wall0 = time.perf_counter()
-        t = 0.0
+        t = cfg.round_offset_s
         next_pending = 0
         idle_rounds = 0
         round_no = 0
@@ -175,6 +193,9 @@ class Engine:
         if not (math.isfinite(cfg.round_s) and cfg.round_s > 0):
             raise SimulationStuck(f"round length must be a positive number of seconds, got {cfg.round_s!r}",
                                   field="round_s")
+        if cfg.initial is not None:
+            t, next_pending = start_from(self, cfg.initial)
+            round_no = 1
         while next_pending < len(self.pending) or self.active:
             if cfg.max_time_s is not None and t >= cfg.max_time_s:
                 break
@@ -185,8 +206,8 @@ class Engine:
                 next_pending += 1
             if not self.active:
                 nxt = self.pending[next_pending].job.spec.submit_time_s
-                before, steps = t, nxt / cfg.round_s
-                t = math.ceil(steps) * cfg.round_s if math.isfinite(steps) else math.inf
+                before, steps = t, (nxt - cfg.round_offset_s) / cfg.round_s
+                t = cfg.round_offset_s + math.ceil(steps) * cfg.round_s if math.isfinite(steps) else math.inf
                 if t < nxt:  # floating point: the product can land just below the arrival
                     t += cfg.round_s
                 if not (math.isfinite(t) and t > before):
@@ -211,6 +232,7 @@ class Engine:
             if not t_end > t:
                 raise SimulationStuck(f"simulated time cannot advance past {t:g} s with {cfg.round_s:g} s rounds "
                                       f"(the sum does not change in floating point)", field="round_s")
+            self._round_end = t_end
             t_apply = min(t + policy_s, t_end) if cfg.charge_policy_time else t
             if t_apply > t:  # the previous allocation runs while the policy computes
                 self._advance(t, t_apply)
@@ -303,7 +325,10 @@ class Engine:
         return min(ends) if ends else None
 
     def _next_completion(self, t: float, t_end: float) -> float | None:
-        """The earliest time in (t, t_end) at which a running job completes, or None."""
+        """The earliest time in (t, t_end) at which a running job completes, or None (always None when
+        completions are seen at the round's end)."""
+        if self.config.completion_at_round:
+            return None
         first: float | None = None
         for st in self.active.values():
             j = st.job
@@ -467,7 +492,10 @@ class Engine:
                                       f"speed factors", source=j.spec.origin or f"job {job_id}", field="model")
             prog_start = min(max(t, j.restart_until_s), t_end)
             end, done_work, slowdown = self._progress(st, rate, prog_start, t_end)
-            held = end - t
+            completes = end < t_end or j.progress + done_work >= st.phys.total_work * (1 - 1e-12)
+            # a completion seen at the round's end: the job holds its GPUs until then
+            seen = max(end, self._round_end) if completes and self.config.completion_at_round else end
+            held = seen - t
             gpus = len(j.placement) * j.gpu_share
             j.attained_service_s += held
             j.attained_gpu_s += gpus * held
@@ -484,11 +512,11 @@ class Engine:
                 j.status = JobStatus.RUNNING
             if ran > 0:
                 self._observe(st, rate if slowdown == 1.0 else slowed(rate, slowdown), end)
-            if end < t_end or j.progress >= st.phys.total_work * (1 - 1e-12):
+            if completes:
                 j.progress = st.phys.total_work
-                j.finish_time_s = end
+                j.finish_time_s = seen
                 j.status = JobStatus.COMPLETED
-                self._close_segment(st, end)
+                self._close_segment(st, seen)
                 j.placement = Placement.empty()
                 self._held(st)
                 finished.append(job_id)

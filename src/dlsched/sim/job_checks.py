@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from dlsched.core import Adaptivity, Cluster, InputError, JobSpec
+from dlsched.core import Cluster, InputError, JobSpec
+from dlsched.core.fit import misfit
 from dlsched.core.ranges import YEAR_S, fmt_value
 from dlsched.world.base import AdaptiveJobPhysics, JobPhysics, World
 from dlsched.world.hops import hops_job_physics
@@ -43,15 +44,9 @@ def validate_jobs(specs: Sequence[JobSpec], cluster: Cluster, world: World, *, r
 
 def _check_fit(spec: JobSpec, cluster: Cluster, where: str, *, rigid: bool) -> None:
     """Refuse a job no allocation on ``cluster`` can ever satisfy (its GPU types, its smallest gang)."""
-    pools = {t: n for t, n in cluster.gpus_per_type.items() if spec.allows_gpu_type(t)}
-    if not pools:
-        raise InputError(f"job '{spec.job_id}' accepts GPU types {list(spec.gpu_types)}, none of which the "
-                         f"cluster '{cluster.name}' has", source=where, field="gpu_types")
-    need = spec.num_gpus if (rigid or spec.adaptivity is Adaptivity.RIGID) else spec.lower_gpus
-    if need > max(pools.values()):
-        kind = "rigid job" if spec.adaptivity is Adaptivity.RIGID else "job (under a rigid policy)"
-        raise InputError(f"{kind} '{spec.job_id}' needs {need} GPUs of one type but cluster '{cluster.name}' "
-                         f"has at most {max(pools.values())}", source=where, field="num_gpus")
+    found = misfit(spec, cluster, rigid=rigid)
+    if found is not None:
+        raise InputError(f"job '{spec.job_id}': {found.message}", source=where, field=found.field)
 
 
 def _check_work(spec: JobSpec, phys: JobPhysics, world: World, where: str) -> None:

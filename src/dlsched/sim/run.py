@@ -28,6 +28,7 @@ from dlsched.policies.reasons import take_explanations
 from dlsched.policies.stages import SchedulerTraits
 from dlsched.sim.config import STAGES, RunConfig, world_with_defaults
 from dlsched.sim.engine import Engine, SimConfig
+from dlsched.sim.initial import load_initial_state
 from dlsched.sim.metrics import summarize
 from dlsched.sim.records import JobRecord, RoundRecord, Segment
 from dlsched.sim.run_jobs import TUNED_SEED, file_or_name, load_jobs_counted, resolve_trace_spec
@@ -160,7 +161,9 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
             "round_s": config.round_s if config.round_s is not None else default_round_s(config.policy),
             "world_seed": world_seed, "data_dir": data_dir,
             "label": policy_label(config), **stages_used(config),
-            "quotas": None if config.quotas is None else str(Path(config.quotas).expanduser().resolve())})
+            "quotas": None if config.quotas is None else str(Path(config.quotas).expanduser().resolve()),
+            "initial_state": None if config.initial_state is None
+            else str(Path(config.initial_state).expanduser().resolve())})
         quotas = _quotas_for(resolved, scheduler)
         # record the straggler-episode setting the world resolves (its default depends on gpu_speeds)
         resolved = resolved.model_copy(update={"world": resolved.world.model_copy(
@@ -169,10 +172,16 @@ def prepare(config: RunConfig, on_progress: Progress | None = None,
         specs, trace_name, trace_jobs = load_jobs_counted(resolved, cluster)
         assert resolved.round_s is not None  # resolve() fills it from the preset
         _check_round_overheads(world, float(resolved.round_s))
+        if resolved.round_offset_s >= resolved.round_s:
+            raise InputError(f"the rounds' offset must be below the round ({resolved.round_s:g} s), got "
+                             f"{resolved.round_offset_s:g} s", field="round_offset_s")
         sim_cfg = SimConfig(round_s=float(resolved.round_s), seed=config.seed,
                             max_time_s=config.max_time_s, stall_rounds=config.stall_rounds,
                             ftf=config.ftf.definition(), charge_policy_time=config.charge_policy_time,
-                            quotas=quotas)
+                            quotas=quotas, round_offset_s=config.round_offset_s,
+                            completion_at_round=config.completion_at_round,
+                            initial=None if resolved.initial_state is None
+                            else load_initial_state(resolved.initial_state))
         played = scheduler if on_decision is None else _Observed(scheduler, on_decision)
         try:
             engine = Engine(cluster, specs, played, world, sim_cfg, on_progress=on_progress)

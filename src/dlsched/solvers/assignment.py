@@ -112,6 +112,9 @@ class AssignmentResult:
     build_s: float = 0.0
     iterations: int = 0
     info: dict[str, float] = field(default_factory=dict)
+    #: Resource prices that proved the choice (the relaxation's duals, or a hint's), for the next round's
+    #: ``hint`` of :func:`~dlsched.solvers.one_shot.solve_assignment`; None when no solve gave them.
+    prices: np.ndarray | None = None
 
 
 def choice_from_x(problem: AssignmentProblem, x: np.ndarray, threshold: float = 0.5) -> np.ndarray:

@@ -83,6 +83,8 @@ class Solution:
     optimal: bool = True
     #: Branch-and-bound nodes a MILP solve explored (0 for an LP).
     nodes: int = 0
+    #: An LP's row duals (HiGHS's signs), when it has them; None for a MILP.
+    row_dual: np.ndarray | None = None
 
 
 _banner_silenced = False
@@ -179,6 +181,7 @@ def solve_sparse(problem: SparseProblem, *, integer: bool = True, lp_method: str
         bound = float(info.objective_function_value) if optimal else float("nan")
         iters = int(info.simplex_iteration_count) + int(info.ipm_iteration_count)
     obj = float(problem.c @ x + problem.offset)
+    row_dual = np.asarray(sol.row_dual, dtype=float) if not is_mip and sol.dual_valid else None
     return Solution(x=x, objective=obj, status=text, bound=bound, solve_s=dt, iterations=iters, optimal=optimal,
-                    nodes=nodes)
+                    nodes=nodes, row_dual=row_dual)
 

@@ -138,14 +138,30 @@ def greedy_choice(problem: MultiResourceProblem, fixed: np.ndarray | None = None
             left -= np.asarray(usage[:, picked].sum(axis=1)).ravel()
     order = np.argsort(-problem.value, kind="stable")
     order = order[(problem.value[order] > 0) & (choice[problem.group[order]] < 0)]  # groups still open
+    if not usage.has_canonical_format:  # a column may name a row twice: numpy's fancy indexing handles that
+        for o in order.tolist():
+            if choice[problem.group[o]] >= 0:
+                continue
+            rows = usage.indices[usage.indptr[o]:usage.indptr[o + 1]]
+            amounts = usage.data[usage.indptr[o]:usage.indptr[o + 1]]
+            if np.all(left[rows] >= amounts - 1e-9):
+                left[rows] -= amounts
+                choice[problem.group[o]] = o
+        return choice
+    # the same walk on Python floats (the same IEEE arithmetic, without numpy's cost per small slice)
+    free = left.tolist()
+    indptr, indices, data = usage.indptr.tolist(), usage.indices.tolist(), usage.data.tolist()
+    group, taken = problem.group.tolist(), (choice >= 0).tolist()
     for o in order.tolist():
-        if choice[problem.group[o]] >= 0:
+        g = group[o]
+        if taken[g]:
             continue
-        rows = usage.indices[usage.indptr[o]:usage.indptr[o + 1]]
-        amounts = usage.data[usage.indptr[o]:usage.indptr[o + 1]]
-        if np.all(left[rows] >= amounts - 1e-9):
-            left[rows] -= amounts
-            choice[problem.group[o]] = o
+        lo, hi = indptr[o], indptr[o + 1]
+        if all(free[indices[e]] >= data[e] - 1e-9 for e in range(lo, hi)):
+            for e in range(lo, hi):
+                free[indices[e]] -= data[e]
+            choice[g] = o
+            taken[g] = True
     return choice
 
 

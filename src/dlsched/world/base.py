@@ -82,6 +82,9 @@ class JobPhysics(ABC):
     restart_delay_s: float = 0.0
     #: Paid every round the job keeps its GPUs (a fixed start-up cost of each round, no progress meanwhile).
     round_overhead_s: float = 0.0
+    #: A profile's length per GPU type, start-up included, when measured (a service's); None: start-up
+    #: plus ``profile_steps`` steps at each profiled batch.
+    profile_s: float | None = None
     perf_class: str = DEFAULT_CLASS
 
     @abstractmethod
@@ -165,6 +168,7 @@ class AdaptiveJobPhysics(JobPhysics):
         fitted = world.throughput.restart_delay_s(spec.model)
         self.restart_delay_s = world.calibration.restart_delay_s(spec.model, fitted) * world.config.restart_delay_scale
         self.round_overhead_s = world.throughput.round_overhead_s(spec.model)
+        self.profile_s = world.throughput.profile_s(spec.model)
         #: Factor on every iteration's time from the world's calibration profile (1: as profiled).
         self.slowdown = world.calibration.slowdown(spec.model)
         self.perf_class = world.speeds.class_of(spec.model)
@@ -436,6 +440,8 @@ class World:
                     measured.append(phys.profiled_step(rate))
                     ran_at = rate
             group_t += cfg.profile_steps * sum(step for _, step, _ in measured)
+            if phys.profile_s is not None and measured:
+                group_t = phys.profile_s
             if not measured:
                 # the job cannot run on this type (no kernel for it, or one replica does not fit): a real job
                 # reports the failure, which the estimator records as "unusable here" (step time 0)

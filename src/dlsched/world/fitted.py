@@ -14,7 +14,10 @@ compared with it. Each model gives:
   batch, as the runtime's epoch-bound jobs do) or ``work: progress`` (statistical progress, as the packaged
   models count it);
 * ``restart_delay_s``, paid on every (re)start, and ``round_overhead_s``, paid every round the job keeps its
-  GPUs (the runtime's workers reload their checkpoint at the start of each round).
+  GPUs (the runtime's workers reload their checkpoint at the start of each round);
+* optionally ``profile_s``: how long a profile of the job takes on each GPU type, start-up included (a
+  service's profiles run for its ``--profile-s`` of steps after their start-up, so they are as long as that
+  whatever the step time); absent, a profile is the start-up and ``profile_steps`` steps at each batch.
 
 Model names must not collide with the packaged ones: a file extends the world, it never changes a profiled
 model behind an experiment's back.
@@ -81,6 +84,7 @@ class FittedModel(BaseModel):
     grad_var: float = Field(ge=0.0)
     restart_delay_s: float = Field(0.0, ge=0.0, le=86400.0)
     round_overhead_s: float = Field(0.0, ge=0.0, le=3600.0)
+    profile_s: float | None = Field(default=None, gt=0.0, le=86400.0)
     step_time: dict[str, StepTimeParams] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -153,6 +157,8 @@ def load_profiles(path: str) -> FittedProfiles:
                                 for gpu, params in m.step_time.items()}
         tput["restart_delay_s"][name] = m.restart_delay_s
         tput.setdefault("round_overhead_s", {})[name] = m.round_overhead_s
+        if m.profile_s is not None:
+            tput.setdefault("profile_s", {})[name] = m.profile_s
         effs["models"][name] = efficiency_entry(m)
     return FittedProfiles(throughput=ThroughputModel(tput), efficiency=EfficiencyModel(effs),
                           sample_models=frozenset(n for n, m in profiles.models.items() if m.work == "samples"))

@@ -125,6 +125,7 @@ class ThroughputModel:
         self._restart: dict[str, float] = {k: float(v) for k, v in params["restart_delay_s"].items()
                                            if not k.startswith("_")}
         self._round_overhead: dict[str, float] = {k: float(v) for k, v in params.get("round_overhead_s", {}).items()}
+        self._profile_s: dict[str, float] = {k: float(v) for k, v in params.get("profile_s", {}).items()}
         for name, spec in params.get("derived_types", {}).items():
             self._derive(name, spec, field=spec.get("field"))
         self._best_cache: dict[tuple, BatchChoice | None] = {}
@@ -217,6 +218,11 @@ class ThroughputModel:
         """Time a model's job spends every round before its first step even when it keeps its GPUs (0 for
         the profiled models; the runtime's jobs reload their checkpoint each round, :mod:`dlsched.world.fitted`)."""
         return self._round_overhead.get(model, 0.0)
+
+    def profile_s(self, model: str) -> float | None:
+        """How long a profile of a model's job takes per GPU type, start-up included, when a profiles file
+        measured it (a service's profiles, :mod:`dlsched.world.fitted`); None: the world's own profile."""
+        return self._profile_s.get(model)
 
     def largest_round_overhead(self) -> tuple[str, float] | None:
         """The model with the largest per-round overhead and that overhead (None: no model has one)."""

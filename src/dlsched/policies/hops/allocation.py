@@ -57,7 +57,7 @@ import scipy.sparse as sp
 from dlsched.core import ClusterView, JobView
 from dlsched.core.ranges import ranged
 from dlsched.estimators.hops_throughput import CORRECTIONS, HopsThroughput
-from dlsched.estimators.throughput_store import AGGREGATED, DISTRIBUTED, ThroughputStore, check_location
+from dlsched.estimators.throughput_store import ThroughputStore, check_location
 from dlsched.policies.hops.classes import (
     Profile,
     ServerClasses,
@@ -65,6 +65,7 @@ from dlsched.policies.hops.classes import (
     SignatureCatalog,
     class_rows,
     map_back,
+    slowest_piece,
 )
 from dlsched.policies.hops.configs import Config, type_configs
 from dlsched.policies.hops.ordering import PRIORITIES
@@ -164,8 +165,9 @@ class HopsAllocation(EstimatingAllocation):
     name: str = "hops"
     #: The scheduler's ordering stage (set by the registry): which priorities weigh the ILP.
     ordering: str = "latency-ratio"
-    #: Placement sensitivity per (job, GPU type), kept for one round (see :meth:`sensitivity`).
-    _rho: dict[tuple[str, str], float] = field(default_factory=dict, init=False, repr=False)
+    #: Placement sensitivity per (job, GPU type) and the job's store version it was computed at (see
+    #: :meth:`sensitivity`).
+    _rho: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict, init=False, repr=False)
 
     traits: ClassVar[AllocationTraits] = AllocationTraits(plans_spread=True, names_gpu_type=True,
                                                           plans_within_round=True)
@@ -206,17 +208,32 @@ class HopsAllocation(EstimatingAllocation):
     def sensitivity(self, job: JobView, gpu_type: str) -> float:
         """Equation 10 on one type: one-GPU throughput over per-GPU throughput on two servers (1 if unknown).
 
-        Kept for the rest of the round (the cache is cleared by each round's first plan): the plans inside
-        a round ask it of the whole queue, and the estimates it rests on change between rounds at most."""
+        Kept for the rest of the round: the plans inside a round ask it of the whole queue, and the
+        estimates it rests on change between rounds at most. Each round's first plan (:meth:`_forget_rho`)
+        keeps it only for the jobs that reported nothing since, as it rests on the job's own records alone."""
         key = (job.job_id, gpu_type)
         cached = self._rho.get(key)
         if cached is not None:
-            return cached
+            return cached[1]
         est = self.require_estimator()
         one = est.goodput_many(job, gpu_type, np.array([[1, 1], [2, 2]]))
         rho = 1.0 if one[0] <= 0 or one[1] <= 0 else float(one[0] / (one[1] / 2.0))
-        self._rho[key] = rho
+        self._rho[key] = (self._job_version(job.job_id), rho)
         return rho
+
+    def _job_version(self, job_id: str) -> int:
+        """The store's count of the job's observations (-1 for the oracle, whose answers are not kept)."""
+        est = self.estimator
+        return est.store.job_version(job_id) if isinstance(est, HopsThroughput) else -1
+
+    def _forget_rho(self) -> None:
+        """At a round's first plan: drop the sensitivities of jobs that reported since they were computed
+        (every one under the oracle)."""
+        if not isinstance(self.estimator, HopsThroughput):
+            self._rho.clear()
+            return
+        store = self.estimator.store
+        self._rho = {k: v for k, v in self._rho.items() if v[0] == store.job_version(k[0])}
 
     def configurations(self, view: ClusterView, job: JobView, idle: np.ndarray) -> list[Config]:
         """Every configuration of the job on the idle GPUs (``idle``: per node)."""
@@ -236,9 +253,9 @@ class HopsAllocation(EstimatingAllocation):
     def allocate(self, view: ClusterView, ordered: list[JobView]) -> Plan:
         """The round's first plan: every GPU no running profile holds, the whole queue."""
         t0 = time.perf_counter()
-        self._rho.clear()
         est = self.require_estimator()
         est.update(view)
+        self._forget_rho()
         idle = idle_per_server(view, running_held=False)
         # the profiling queue feeds the store; an estimator attached in its place (the oracle) needs none
         profiles = self.profiling_queue(view, idle, est) if isinstance(est, HopsThroughput) else []
@@ -262,13 +279,17 @@ class HopsAllocation(EstimatingAllocation):
         if last is None:
             return None
         queue, prios, n_window, idle = last
-        pos = next((i for i, j in enumerate(queue) if j.job_id == job_id), None)
+        if getattr(self, "_window_of", (None,))[0] is not last:  # once per round: positions, need, weights
+            self._window_of = (last, {j.job_id: i for i, j in reversed(list(enumerate(queue)))},
+                               sum(j.spec.lower_gpus for j in queue[:n_window]),
+                               priority_weights(prios[:n_window], self.lambda_fairness))
+        _, positions, need, weights = self._window_of
+        pos = positions.get(job_id)
         if pos is None:  # the queue leaves out jobs whose profiles run (or start) this round
             return {"in_window": False, "why": "still profiling: Hops plans it once its profiles report"}
-        need = sum(j.spec.lower_gpus for j in queue[:n_window])
         boundary = queue[n_window - 1].job_id if n_window else None
         inside = pos < n_window
-        weight = float(priority_weights(prios[:n_window], self.lambda_fairness)[pos]) if inside else 0.0
+        weight = float(weights[pos]) if inside else 0.0
         if n_window == 0:
             side = "no idle GPUs to plan: the service window is empty"
         else:
@@ -449,34 +470,37 @@ class HopsAllocation(EstimatingAllocation):
                      for t, nodes in cluster.nodes_of_type.items() if nodes}
         for i, job in enumerate(window):
             current = classes.signature(currents[i]) if currents[i] else None
-            opts: list[tuple[str, Signature]] = []
+            opts: list[Signature] = []
+            shapes: list[tuple[str, int, int]] = []  # per option: (type, servers, GPUs)
             for t in cluster.type_names:
                 if t not in type_size or not job.spec.allows_gpu_type(t):
                     continue
                 count, size = type_size[t]
                 low = count >= 2 and self.sensitivity(job, t) <= self.sensitivity_threshold
                 for r in job.spec.requirement_set():
-                    agg, dist = catalog.of(t, r)
-                    opts += [(t, g) for g in agg]
+                    (agg, dist), (agg_shapes, dist_shapes) = catalog.of(t, r), catalog.shapes_of(t, r)
+                    opts += agg
+                    shapes += agg_shapes
                     if low or r > size:
-                        opts += [(t, g) for g in dist]
+                        opts += dist
+                        shapes += dist_shapes
             if not opts:
                 continue
-            gains = self._shape_throughputs(job, [(t, len(g), sum(k for _, k in g)) for t, g in opts])
+            gains = self._shape_throughputs(job, shapes)
             if profiles:
-                gains = _slowest_piece(classes, i, [g for _, g in opts], gains)
+                gains = slowest_piece(classes, i, opts, gains)
             keep = gains > 0
             if not keep.any():
                 continue
             norm = gains[keep].min()
-            for (t, g), v, k in zip(opts, gains, keep, strict=True):
-                if not k:
-                    continue
-                bonus = 1.0 + (self.keep_bonus if g == current else 0.0)
-                group.append(i)
-                values.append(weights[i] * (v / norm) * bonus)
-                sigs.append(g)
-                types.append(t)
+            idx = np.flatnonzero(keep).tolist()
+            bonus = np.ones(len(idx)) if current is None else \
+                np.array([1.0 + (self.keep_bonus if opts[o] == current else 0.0) for o in idx])
+            # elementwise, the same products as one option at a time: (weight * (gain / norm)) * bonus
+            values += (weights[i] * (gains[idx] / norm) * bonus).tolist()
+            group += [i] * len(idx)
+            sigs += [opts[o] for o in idx]
+            types += [shapes[o][0] for o in idx]
         plan = Plan()
         plan.info["hops.window"] = float(len(window))
         if not sigs:
@@ -557,17 +581,3 @@ class HopsAllocation(EstimatingAllocation):
             out[idx] = np.asarray(est.goodput_many(job, gtype, uniq))[inverse.ravel()]
         return out
 
-
-def _slowest_piece(classes: ServerClasses, job: int, sigs: list[Signature], gains: np.ndarray) -> np.ndarray:
-    """Throughputs of signatures for window job ``job`` from the type's (``gains``, samples/s) and the classes'
-    profiles: as the estimator prices a configuration, its slowest piece's per-GPU throughput times its GPUs,
-    a class answering with its profile where it has an answer for the job and as the type elsewhere."""
-    out = np.array(gains, dtype=float)
-    for o, sig in enumerate(sigs):
-        total = sum(k for _, k in sig)
-        kind, key = (AGGREGATED, total) if len(sig) == 1 else (DISTRIBUTED, len(sig))
-        answers = [classes.profile[c].get((job, kind, key)) for c, _ in sig]
-        if any(a is not None for a in answers):
-            type_per_gpu = out[o] / total
-            out[o] = min(type_per_gpu if a is None else a[0] for a in answers) * total
-    return out

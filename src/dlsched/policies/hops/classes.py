@@ -41,6 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dlsched.core import Cluster
+from dlsched.estimators.throughput_store import AGGREGATED, DISTRIBUTED
 from dlsched.policies.hops.configs import type_configs
 
 Signature = tuple[tuple[int, int], ...]  # (class id, GPUs on one server of it), class ids ascending
@@ -70,6 +71,8 @@ class ServerClasses:
     gpu_type: list[str]
     #: Per class: its profile (its first member's; empty: the estimator answers as for the type).
     profile: list[Profile] = field(default_factory=list)
+    #: Per job (a profile key's first part): the classes whose profile answers for it (see :meth:`answering`).
+    _answering: dict[Hashable, set[int]] | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, cluster: Cluster, idle: np.ndarray, profiles: Mapping[int, Profile] | None = None,
@@ -105,6 +108,16 @@ class ServerClasses:
     def num_classes(self) -> int:
         return len(self.members)
 
+    def answering(self, job: Hashable) -> set[int]:
+        """The classes whose profile has an answer for ``job`` (keys ``(job, kind, key)``); every other class
+        answers for it as the type, so a plan prices most signatures without looking at a profile."""
+        if self._answering is None:
+            self._answering = {}
+            for c, prof in enumerate(self.profile):
+                for k in prof:
+                    self._answering.setdefault(k[0] if isinstance(k, tuple) else k, set()).add(c)
+        return self._answering.get(job, set())
+
     def signature(self, servers: Sequence[tuple[int, int]]) -> Signature | None:
         """The signature of (node id, GPUs) pairs; None when a server has no idle GPUs (no class)."""
         out = []
@@ -124,6 +137,19 @@ class SignatureCatalog:
     cluster: Cluster
     idle: np.ndarray
     _cache: dict[tuple[str, int], tuple[list[Signature], list[Signature]]] = field(default_factory=dict)
+    _shapes: dict[tuple[str, int], tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]] = field(
+        default_factory=dict)
+
+    def shapes_of(self, gpu_type: str, requirement: int) -> tuple[list[tuple[str, int, int]],
+                                                                  list[tuple[str, int, int]]]:
+        """:meth:`of`'s signatures as (GPU type, servers, GPUs) shapes, the estimator's question for each
+        (computed once per plan, not once per job)."""
+        key = (gpu_type, requirement)
+        if key not in self._shapes:
+            agg, dist = self.of(gpu_type, requirement)
+            self._shapes[key] = ([(gpu_type, len(g), sum(k for _, k in g)) for g in agg],
+                                 [(gpu_type, len(g), sum(k for _, k in g)) for g in dist])
+        return self._shapes[key]
 
     def of(self, gpu_type: str, requirement: int) -> tuple[list[Signature], list[Signature]]:
         key = (gpu_type, requirement)
@@ -148,18 +174,16 @@ class SignatureCatalog:
 
 
 def class_rows(classes: ServerClasses, sigs: Sequence[Signature]) -> tuple[sp.csc_matrix, np.ndarray]:
-    """The relaxation's rows: idle GPUs per class, then big pieces (over half a server) per class."""
+    """The relaxation's rows: idle GPUs per class, then big pieces (over half a server) per class. Built
+    from arrays of every signature's pieces (a plan has thousands of options)."""
     k_classes = classes.num_classes
-    rows, cols, vals = [], [], []
-    for o, sig in enumerate(sigs):
-        for c, k in sig:
-            rows.append(c)
-            cols.append(o)
-            vals.append(float(k))
-            if 2 * k > classes.free[c]:
-                rows.append(k_classes + c)
-                cols.append(o)
-                vals.append(1.0)
+    pieces = np.array([p for sig in sigs for p in sig], dtype=np.int64).reshape(-1, 2)
+    col = np.repeat(np.arange(len(sigs)), [len(sig) for sig in sigs])
+    cls, k = pieces[:, 0], pieces[:, 1]
+    big = 2 * k > np.asarray(classes.free, dtype=np.int64)[cls] if len(cls) else np.zeros(0, dtype=bool)
+    rows = np.concatenate([cls, k_classes + cls[big]])
+    cols = np.concatenate([col, col[big]])
+    vals = np.concatenate([k.astype(float), np.ones(int(big.sum()))])
     usage = sp.csc_matrix((vals, (rows, cols)), shape=(2 * k_classes, len(sigs)))  # duplicates are summed
     cap = np.array([len(m) * f for m, f in zip(classes.members, classes.free, strict=True)]
                    + [len(m) for m in classes.members], dtype=float)
@@ -212,4 +236,26 @@ def map_back(classes: ServerClasses, idle: np.ndarray, group: np.ndarray, sigs: 
         servers = place_signature(classes, left, sigs[o], current(g))
         if servers is not None:
             out[g] = (o, servers)
+    return out
+
+
+def slowest_piece(classes: ServerClasses, job: int, sigs: list[Signature], gains: np.ndarray) -> np.ndarray:
+    """Throughputs of signatures for window job ``job`` from the type's (``gains``, samples/s) and the classes'
+    profiles: as the estimator prices a configuration, its slowest piece's per-GPU throughput times its GPUs,
+    a class answering with its profile where it has an answer for the job and as the type elsewhere. Only
+    signatures with a piece on a class that answers for the job (:meth:`ServerClasses.answering`) differ
+    from the type's."""
+    out = np.array(gains, dtype=float)
+    answering = classes.answering(job)
+    if not answering:
+        return out
+    for o, sig in enumerate(sigs):
+        if not any(c in answering for c, _ in sig):
+            continue
+        total = sum(k for _, k in sig)
+        kind, key = (AGGREGATED, total) if len(sig) == 1 else (DISTRIBUTED, len(sig))
+        answers = [classes.profile[c].get((job, kind, key)) for c, _ in sig]
+        if any(a is not None for a in answers):
+            type_per_gpu = out[o] / total
+            out[o] = min(type_per_gpu if a is None else a[0] for a in answers) * total
     return out

@@ -181,8 +181,9 @@ class PolluxAllocation(EstimatingAllocation):
         cell_max = np.where(allowed, vc.capacity[None, :], 0)
         ages = np.array([max(j.age_s, 0.0) for j in jobs])
         restarts = np.array([j.restarts for j in jobs], dtype=float)
-        d = self.restart_delay_s
-        factor = np.maximum(ages - restarts * d, 0.0) / (ages + d) if d > 0 else np.ones(len(jobs))
+        # the restart penalty's delay: what the runtime measured of the job's start-up, else the tunable
+        d = np.array([self.restart_delay_s if j.measured_startup_s is None else j.measured_startup_s for j in jobs])
+        factor = np.where(d > 0, np.maximum(ages - restarts * d, 0.0) / (ages + np.where(d > 0, d, 1.0)), 1.0)
         problem = AllocationProblem(
             speedup=speed, base=base, capacity=vc.capacity, cell_max=cell_max, min_replicas=min_rep,
             max_replicas=max_rep, restart_factor=factor, p=self.p, scale=num_v / total, max_nodes=max_nodes,

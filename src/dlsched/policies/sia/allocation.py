@@ -188,6 +188,9 @@ class SiaAllocation(EstimatingAllocation):
         self._configs: tuple[int, ConfigSet] | None = None
         self._incremental: IncrementalAssignment | None = None
         self._continual: ContinualAssignment | None = None
+        #: The last exact solve's resource prices and each job's chosen (type, GPUs, nodes): the next
+        #: round's hint.
+        self._last: tuple[np.ndarray | None, dict[str, tuple[int, int, int]]] | None = None
         self._cands: dict[str, Candidates | None] = {}
         #: Largest GPU count each job has been profiled or has run at (for ``growth_cap=largest-seen``).
         self._largest_seen: dict[str, int] = {}
@@ -336,6 +339,7 @@ class SiaAllocation(EstimatingAllocation):
             self._configs = (id(cluster), build_config_set(cluster))
             self._incremental = None
             self._continual = None
+            self._last = None
             self._cands = {}
         return self._configs[1]
 
@@ -383,9 +387,16 @@ class SiaAllocation(EstimatingAllocation):
         """Whether a type without a goodput estimate is worth a minimal try (never profiled there)."""
         if self.profiling == "oracle":
             return False
-        if gtype in self.require_estimator().unusable_types(job):
+        est = self.require_estimator()
+        if gtype in est.unusable_types(job):
             return False  # it tried and reported that it cannot run there
-        return gtype not in job.profiled_types
+        if gtype not in job.profiled_types:
+            return True
+        # profiled, yet nothing learned on any type: a job that reports no step times (a script that does not
+        # use dlsched.train under ``dlsched serve``) leaves its profiles empty, and would otherwise wait for
+        # ever with the GPUs free; it runs on its smallest configuration, at the lowest utility
+        known = getattr(est, "known_types", None)
+        return known is not None and not known(job)
 
     def _solve(self, opts: Options, capacity: np.ndarray) -> AssignmentResult:
         problem = AssignmentProblem(group=opts.job_of, resource=opts.type_idx, size=opts.gpus.astype(float),
@@ -425,5 +436,25 @@ class SiaAllocation(EstimatingAllocation):
                 pass
             self._incremental = None
             return solve_assignment(problem, "lp-round")
-        return solve_assignment(problem, method, time_limit_s=self.time_limit_s)
+        res = solve_assignment(problem, method, time_limit_s=self.time_limit_s, hint=self._hint(opts))
+        self._last = (res.prices, {opts.jobs[g].job_id: (int(opts.type_idx[o]), int(opts.gpus[o]), int(opts.nodes[o]))
+                                   for g, o in enumerate(res.choice.tolist()) if o >= 0})
+        return res
+
+    def _hint(self, opts: Options) -> tuple[np.ndarray, np.ndarray] | None:
+        """Last round's resource prices and its choice carried over to this round's options (each job its
+        same configuration, where it still has it): the exact solve tries them before any LP."""
+        last = self._last
+        if last is None:
+            return None
+        prices, chosen = last
+        if prices is None:
+            return None
+        n = len(opts.jobs)
+        want = np.array([chosen.get(j.job_id, (-1, -1, -1)) for j in opts.jobs], dtype=np.int64).reshape(n, 3)
+        g = opts.job_of
+        hit = np.nonzero((opts.type_idx == want[g, 0]) & (opts.gpus == want[g, 1]) & (opts.nodes == want[g, 2]))[0]
+        choice = np.full(n, -1, dtype=np.int64)
+        choice[g[hit[::-1]]] = hit[::-1]  # the first such option of each job
+        return prices, choice
 

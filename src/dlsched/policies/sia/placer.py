@@ -76,6 +76,16 @@ class _TypePool:
         self.kept_on: dict[int, set[Hashable]] = {n: set() for n in self.nodes}
         self.pinned_nodes: set[int] = set()
 
+    def clone(self) -> _TypePool:
+        """A copy for a trial: its own free lists, counts and kept sets; the cluster and the node layout,
+        which no trial changes, shared (a deep copy also copied the whole cluster, per trial)."""
+        other = copy.copy(self)
+        other.free = {n: list(gs) for n, gs in self.free.items()}
+        other.count = self.count.copy()
+        other.kept_on = {n: set(ks) for n, ks in self.kept_on.items()}
+        other.pinned_nodes = set(self.pinned_nodes)
+        return other
+
     def nfree(self, n: int) -> int:
         return int(self.count[self.pos[n]])
 
@@ -197,7 +207,7 @@ class SiaPlacer:
     def _rehomes(cls, pool: _TypePool, k: int, evicted: list[Placement]) -> bool:
         """Whether, with ``evicted`` gangs taken off their GPUs, a gang of ``k`` and then every evicted gang
         (largest first) find valid spots. Tried on a copy of ``pool``; ``pool`` is left as it was."""
-        trial = copy.deepcopy(pool)
+        trial = pool.clone()
         for pl in evicted:
             trial.give_back(pl.gpus)
         for size in [k, *sorted((len(pl) for pl in evicted), reverse=True)]:
