@@ -56,6 +56,8 @@ class _Job:
     lost: set[int] = field(default_factory=set)
     #: Exit codes of the ranks seen exited (sticky: a host or node dying afterwards changes nothing).
     exited: dict[int, int | None] = field(default_factory=dict)
+    #: Why the executor ended a rank, when it did (``memory``).
+    reasons: dict[int, str] = field(default_factory=dict)
     #: The last statuses, kept after :meth:`RayExecutor.stop` killed the actors.
     final: list[RankStatus] | None = None
 
@@ -202,10 +204,13 @@ class RayExecutor:
             return
         for rank, node in enumerate(names):
             strategy = NodeAffinitySchedulingStrategy(nodes[node].ray_node_id, soft=False)
+            reserve: dict[str, Any] = {"num_cpus": spec.cpus_per_rank}
+            if spec.memory_bytes_per_rank is not None:
+                reserve["memory"] = spec.memory_bytes_per_rank
             job.actors.append(self._host.options(
                 name=actor_name(spec.job_id, spec.incarnation, rank), namespace=self.namespace,
-                lifetime="detached", scheduling_strategy=strategy).remote(
-                    spec.job_id, spec.incarnation, rank, node))
+                lifetime="detached", scheduling_strategy=strategy, **reserve).remote(
+                    spec.job_id, spec.incarnation, rank, node, spec.memory_bytes_per_rank))
         try:
             master_addr, master_port = self.ray.get(job.actors[0].address.remote(), timeout=self.start_timeout_s)
             refs = []
@@ -213,7 +218,8 @@ class RayExecutor:
                 env = rank_env(spec, rank, nodes[node], gpus, master_addr, master_port)
                 header = header_line(spec.job_id, spec.incarnation, rank, spec.world_size, node)
                 refs.append(job.actors[rank].start.remote(spec.command, spec.working_dir, env,
-                                                          str(log_path(spec.job_dir, rank)), header))
+                                                          str(log_path(spec.job_dir, rank)), header,
+                                                          spec.run_as, spec.max_log_bytes))
             self.ray.get(refs, timeout=self.start_timeout_s)
         except (self.ray.exceptions.RayError, TimeoutError) as exc:
             log.warning("job %s incarnation %d did not start: %s", spec.job_id, spec.incarnation, exc)
@@ -240,7 +246,7 @@ class RayExecutor:
         for rank, node in enumerate(job.nodes):
             ref = refs.get(rank)
             if rank in job.exited:
-                out.append(RankStatus(rank, RankState.EXITED, job.exited[rank], node))
+                out.append(RankStatus(rank, RankState.EXITED, job.exited[rank], node, job.reasons.get(rank)))
                 continue
             if rank in job.lost:
                 out.append(RankStatus(rank, RankState.LOST, None, node))
@@ -256,7 +262,9 @@ class RayExecutor:
                     out.append(RankStatus(rank, RankState.RUNNING, None, node))
                 else:
                     job.exited[rank] = raw["exit_code"]
-                    out.append(RankStatus(rank, RankState.EXITED, raw["exit_code"], node))
+                    if raw.get("reason"):
+                        job.reasons[rank] = str(raw["reason"])
+                    out.append(RankStatus(rank, RankState.EXITED, raw["exit_code"], node, job.reasons.get(rank)))
                 continue
             # no answer in time: lost when its Ray node is gone, else still running as far as anyone knows
             if alive is None:
@@ -374,12 +382,20 @@ def _running(states: list[RankStatus]) -> bool:
 def rank_env(spec: LaunchSpec, rank: int, node: NodeInfo, gpus: tuple[int, ...], master_addr: str,
              master_port: int) -> dict[str, str]:
     """What one rank's process gets on top of its node's environment: the job's variables, torchrun's
-    (``LOCAL_RANK`` counts the job's ranks on the same node), the node's GPU type and slowdown unless the
+    (``LOCAL_RANK`` counts the job's ranks on the same node, ``GROUP_RANK`` its node among the job's; the
+    restart count is how many incarnations ran before this one), the node's GPU type and slowdown unless the
     service set them, and on GPU nodes the rank's devices."""
     on_node = [r for r, (n, _) in enumerate(spec.ranks) if n == node.name]
+    nodes = list(dict.fromkeys(n for n, _ in spec.ranks))  # the job's nodes, in rank order
+    local_size = str(len(on_node))
     env = {**spec.env, "RANK": str(rank), "WORLD_SIZE": str(spec.world_size),
-           "LOCAL_RANK": str(on_node.index(rank)), "MASTER_ADDR": str(master_addr),
-           "MASTER_PORT": str(master_port)}
+           "LOCAL_RANK": str(on_node.index(rank)), "LOCAL_WORLD_SIZE": local_size,
+           "GROUP_RANK": str(nodes.index(node.name)), "GROUP_WORLD_SIZE": str(len(nodes)),
+           "ROLE_NAME": "default", "ROLE_RANK": str(rank), "ROLE_WORLD_SIZE": str(spec.world_size),
+           "MASTER_ADDR": str(master_addr), "MASTER_PORT": str(master_port),
+           # torchrun's: an unmodified script that reads them (or torch.distributed's env:// init) just works
+           "TORCHELASTIC_RUN_ID": spec.job_id, "TORCHELASTIC_RESTART_COUNT": str(max(0, spec.incarnation - 1)),
+           "TORCHELASTIC_MAX_RESTARTS": "0"}
     env.setdefault("DLSCHED_GPU_TYPE", node.gpu_type)
     env.setdefault("DLSCHED_SLOWDOWN", f"{node.slowdown:g}")
     if node.real_gpus:

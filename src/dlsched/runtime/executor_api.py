@@ -44,6 +44,14 @@ class LaunchSpec:
     ranks: tuple[tuple[str, tuple[int, ...]], ...]
     #: Each rank's output goes to ``job_dir/logs/rank<r>.log`` (appended, one header line per incarnation).
     job_dir: Path
+    #: CPUs and memory each rank reserves on its node (Ray's ``num_cpus`` and ``memory``; 0 and None: none
+    #: reserved), and the memory its processes may use together before they are stopped (None: no limit).
+    cpus_per_rank: float = 0.0
+    memory_bytes_per_rank: int | None = None
+    #: The OS account the ranks run as (None: the executor's own; :mod:`dlsched.service.isolation`), and the
+    #: bytes each rank's log may hold, current and rotated part together (None: no cap).
+    run_as: str | None = None
+    max_log_bytes: int | None = None
 
     @property
     def world_size(self) -> int:
@@ -65,6 +73,8 @@ class RankStatus:
     #: shell would report it (SIGKILL: 137, SIGTERM: 143). None while running or when lost.
     exit_code: int | None
     node: str
+    #: Why the executor ended it, when it did (``memory``: its processes used more than the job reserved).
+    reason: str | None = None
 
 
 def log_path(job_dir: Path, rank: int) -> Path:
