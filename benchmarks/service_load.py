@@ -35,7 +35,9 @@ import numpy as np
 def start_service(state: Path, round_s: float) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "dlsched", "serve", "--state", str(state), "--executor", "dry-run",
            "--round-s", f"{round_s:g}", "--policy", "fifo"]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    # stderr to a file, not a pipe: the service logs a line a round, and a pipe nobody reads fills and blocks it
+    err = (state.parent / f"{state.name}-serve.log").open("ab")
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
 
 
 def wait_for_server(state: Path, proc: subprocess.Popen[bytes], timeout_s: float = 120.0) -> dict[str, str]:
@@ -43,7 +45,9 @@ def wait_for_server(state: Path, proc: subprocess.Popen[bytes], timeout_s: float
     path = state / "server.json"
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"error: the service exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+            log = state.parent / f"{state.name}-serve.log"
+            tail = log.read_text(errors="replace")[-2000:] if log.is_file() else ""
+            raise SystemExit(f"error: the service exited: {tail}")
         if path.is_file():
             info = json.loads(path.read_text())
             try:

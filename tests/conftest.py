@@ -15,6 +15,13 @@ import pytest
 RAY_AUTH_MODE = "disabled"
 os.environ["RAY_AUTH_MODE"] = RAY_AUTH_MODE
 
+#: The services the tests start keep their state under pytest's folders, which only the test's own account
+#: may pass (0700), so their jobs run as the test's account (``--isolation none``, ``dlsched serve``'s
+#: documented variables) and may serve several users. The tests of isolation itself
+#: (tests/service/test_permissions.py, test_hostile_job.py) start theirs with these taken out.
+ISOLATION_ENV = {"DLSCHED_ISOLATION": "none", "DLSCHED_ALLOW_SHARED_ACCOUNT": "1"}
+os.environ.update(ISOLATION_ENV)
+
 
 @pytest.fixture(autouse=True)
 def _ray_auth_mode_kept() -> Iterator[None]:

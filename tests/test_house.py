@@ -4,7 +4,7 @@ A long module does several things, and a circle makes two modules one in all but
 tested or changed alone, and which one loads first decides what the other sees). Both creep in one small
 change at a time, so they are checked on every run rather than left to review.
 
-What counts as an import (decided here, stated in the README's "Layout"): every ``import`` and
+What counts as an import (decided here, stated in docs/layout.md): every ``import`` and
 ``from ... import`` of a ``dlsched`` module written anywhere in a module: at module level, inside a function
 (a deferred import is still a dependency, only a later one), and under ``if TYPE_CHECKING:`` (the names it
 brings are part of the module's interface, so the design depends on them even if the interpreter does not).

@@ -6,7 +6,10 @@ From Python::
     r = dlsched.simulate(cluster="sia-hetero-64", trace="sia-philly:1", policy="sia", jobs=20)
     r.summary["avg_jct_s"], r.jobs, r.rounds, r.config
 
-``simulate``, ``compare``, ``configure``, ``RunConfig``, ``register_stage`` and the stage contracts
+``dlsched.Client(server, token)`` talks to a running ``dlsched serve`` (submit, jobs, show, cancel, logs,
+explain, wait; :mod:`dlsched.client`).
+
+``simulate``, ``compare``, ``configure``, ``Client``, ``RunConfig``, ``register_stage`` and the stage contracts
 (``Ordering``, ``AllocationStage``, ``PlacementStage``, ...) are imported on first use, so ``import dlsched``
 stays cheap for the CLI and for tools that only read ``__version__``.
 """
@@ -32,18 +35,21 @@ _LAZY: dict[str, str] = {
     "ProfileRequest": "dlsched.policies.stages",
     "ClusterView": "dlsched.core", "JobView": "dlsched.core", "Decision": "dlsched.core",
     "Placement": "dlsched.core", "InputError": "dlsched.core",
+    "whatif": "dlsched.replay.whatif", "WhatIfResult": "dlsched.replay.whatif",
+    "Client": "dlsched.client", "ServiceError": "dlsched.client",
 }
 
 __all__ = [
-    "Admission", "AllocationStage", "AllocationTraits", "ClusterView", "ComparisonResult", "Coordination", "Decision",
+    "Admission", "AllocationStage", "AllocationTraits", "Client", "ClusterView", "ComparisonResult", "Coordination", "Decision",
     "Demand", "InputError", "JobView", "Ordering", "Placement", "PlacementStage", "PlacementTraits", "Plan",
-    "ProfileRequest", "RunConfig", "Shape", "SimulationResult", "__version__", "compare", "configure",
-    "explain", "load_plugin_file", "register_stage", "simulate",
+    "ProfileRequest", "RunConfig", "ServiceError", "Shape", "SimulationResult", "__version__", "compare",
+    "configure", "explain", "load_plugin_file", "register_stage", "simulate", "whatif", "WhatIfResult",
 ]
 
 if TYPE_CHECKING:
     from dlsched.api.results import ComparisonResult, SimulationResult
     from dlsched.api.runs import compare, configure, simulate
+    from dlsched.client import Client, ServiceError
     from dlsched.core import ClusterView, Decision, InputError, JobView, Placement
     from dlsched.plugins import load_plugin_file, register_stage
     from dlsched.policies.stages import (
@@ -59,6 +65,7 @@ if TYPE_CHECKING:
         ProfileRequest,
         Shape,
     )
+    from dlsched.replay.whatif import WhatIfResult, whatif
     from dlsched.sim.config import RunConfig
 
 

@@ -52,7 +52,7 @@ def test_packed_gpus_show_both_jobs_and_the_queue_is_ranked(store: Store):
     assert rows["job-3"]["priority"] == 3.0 and rows["job-3"]["gpus_requested"] == 2
     assert rows["job-3"]["wait_s"] == pytest.approx(80.0)
     assert rows["job-3"]["latency_ratio"] is None  # never ran
-    assert rows["job-1"]["latency_ratio"] == pytest.approx(100.0 / 50.0)  # (wait 50 + run 50) / run 50
+    assert rows["job-1"]["latency_ratio"] == pytest.approx(50.0 / 50.0)  # wait 50 / run 50 (Hops)
     usage = {(u["kind"], u["name"]): (u["gpus"], u["quota"]) for u in snap["usage"]}
     assert usage[("user", "alice")] == (2, 2)
     assert usage[("user", "bob")] == (1, None)

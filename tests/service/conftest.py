@@ -53,3 +53,17 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         pytest.skip(f"{POSTGRES_ENV} is not set (.ci/run starts a PostgreSQL server and sets it)")
     with postgres_schema(base) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def ray_executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A local Ray emulating ray-local-4, one per test module that asks for it (stopped afterwards)."""
+    pytest.importorskip("ray")
+    from dlsched.runtime.executor import RayExecutor
+    from dlsched.runtime.workload import load_cluster
+
+    executor = RayExecutor.local(tmp_path_factory.mktemp("ray-state"), load_cluster("ray-local-4"))
+    try:
+        yield executor
+    finally:
+        executor.close(stop_ray=True)

@@ -8,8 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,21 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 
 
-def start_service(state: Path, *extra: str, log: Path | None = None) -> subprocess.Popen[bytes]:
-    """``dlsched serve --state STATE ...`` in a process group of its own (so a kill reaches only it)."""
+#: Where the tests' jobs run (their temporary folders, the examples): allowed by every service a test starts
+#: unless it names its own ``allow_dirs`` (``()``: the service's defaults, the host's home folders).
+TEST_ROOTS = (Path(tempfile.gettempdir()), REPO)
+
+
+def start_service(state: Path, *extra: str, log: Path | None = None, allow_dirs: Sequence[Path] = TEST_ROOTS,
+                  env: dict[str, str] | None = None, user: int | None = None) -> subprocess.Popen[bytes]:
+    """``dlsched serve --state STATE ...`` in a process group of its own (so a kill reaches only it), with
+    ``--allow-dir`` for each of ``allow_dirs`` (the same every start, so a restart resumes the stored ones),
+    in ``env`` (default this process's) and as the uid ``user`` when given."""
     out = (log or state.parent / f"{state.name}-serve.log").open("ab")
-    cmd = [sys.executable, "-m", "dlsched", "serve", "--state", str(state), *extra]
-    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    allowed = [arg for d in allow_dirs for arg in ("--allow-dir", str(d))]
+    cmd = [sys.executable, "-m", "dlsched", "serve", "--state", str(state), *allowed, *extra]
+    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+                            **({} if user is None else {"user": user, "group": user, "extra_groups": []}))
 
 
 def wait_for_server(state: Path, proc: subprocess.Popen[bytes], *, since: float = 0.0,

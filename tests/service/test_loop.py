@@ -18,7 +18,6 @@ pytest.importorskip("ray")
 pytest.importorskip("sqlalchemy")
 
 from dlsched.runtime.dry_run import DryRunExecutor  # noqa: E402
-from dlsched.runtime.executor import RayExecutor  # noqa: E402
 from dlsched.runtime.workload import load_cluster  # noqa: E402
 from dlsched.service.api import job_detail  # noqa: E402
 from dlsched.service.loop import LoopOptions, RoundLoop  # noqa: E402
@@ -28,16 +27,6 @@ from dlsched.service.spec import JobSubmission  # noqa: E402
 from dlsched.service.store import Store  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("ray")]
-
-
-@pytest.fixture(scope="module")
-def ray_executor(tmp_path_factory: pytest.TempPathFactory):
-    state = tmp_path_factory.mktemp("ray-state")
-    executor = RayExecutor.local(state, load_cluster("ray-local-4"))
-    try:
-        yield executor
-    finally:
-        executor.close(stop_ray=True)
 
 
 def _loop(tmp: Path, executor: object, *, hang_s: float = 300.0) -> tuple[Store, RoundLoop]:

@@ -92,7 +92,7 @@ def test_a_bad_spec_is_a_422_naming_the_field_and_nothing_is_stored(service: Ser
         assert r.status_code == 422, r.text
         assert r.json()["message"].startswith(f"field '{field}': "), r.json()
     r = service.call("POST", "/v1/jobs", content=b"{not json", headers={"Content-Type": "application/json"})
-    assert r.status_code == 422
+    assert r.status_code == 400 and r.json()["error"].startswith("the body is not valid JSON")  # as documented
     assert service.store.count_jobs() == 0
 
 
@@ -145,8 +145,9 @@ def test_logs_of_every_rank_under_headers_and_followed_to_the_end(service: Servi
 
 
 def test_cluster_docs_and_openapi(service: Service):
-    assert service.call("GET", "/v1/cluster").json() == {"nodes": [{"name": "n0", "gpus": 2}]}
-    assert "swagger" in httpx.get(service.url + "/docs", timeout=10).text.lower()
+    assert service.call("GET", "/v1/cluster").json() == {"nodes": [{"name": "n0", "gpus": 2, "holders": [[], []]}]}
+    docs = httpx.get(service.url + "/docs", timeout=10)  # the package's own page: nothing from a CDN
+    assert "/openapi.json" in docs.text and "cdn" not in docs.text.lower() and "src=" not in docs.text
     schema = httpx.get(service.url + "/openapi.json", timeout=10).json()
     assert {"/v1/jobs", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/cancel", "/v1/jobs/{job_id}/logs", "/v1/whoami",
             "/healthz"} <= set(schema["paths"])

@@ -129,7 +129,8 @@ def test_serve_user_and_quota_commands_work_on_the_store(tmp_path: Path):
     assert runner.invoke(app, ["serve", "user", "add", "root", "--admin", "--state", state]).exit_code == 0
     assert "exists already" in error_line(runner.invoke(app, ["serve", "user", "add", "alice", "--state", state]))
     users = json.loads(runner.invoke(app, ["serve", "user", "list", "--state", state, "--format", "json"]).stdout)
-    assert users == [{"name": "alice", "team": "vision", "admin": False}, {"name": "root", "team": None, "admin": True}]
+    assert users == [{"name": "alice", "team": "vision", "admin": False, "os_user": None},
+                     {"name": "root", "team": None, "admin": True, "os_user": None}]
     assert "vision" in runner.invoke(app, ["serve", "user", "list", "--state", state]).stdout
     assert runner.invoke(app, ["serve", "quota", "set", "--team", "vision", "--gpus", "4", "--borrowing-limit", "2",
                                "--state", state]).exit_code == 0

@@ -26,7 +26,7 @@ BASE = {"name": "resnet-demo", "command": "python resnet.py --epochs 2", "workin
     ({"command": ""}, "command", "at least 1"),
     ({"command": "echo \x00"}, "command", "NUL"),
     ({"env": {"1BAD": "x"}}, "env", "environment variable name"),
-    ({"adaptivity": "elastic"}, "adaptivity", "rigid"),
+    ({"adaptivity": "stretchy"}, "adaptivity", "rigid"),
     ({"adaptivity": "per-gpu-batch"}, "batch_size", "per-GPU batch size"),
     ({"batch_size": 0}, "batch_size", "greater than or equal to 1"),
     ({"batch_size": 64, "max_batch_size": 128}, "max_batch_size", "only an adaptive job"),

@@ -17,9 +17,12 @@ module             commands
 ``variability``    ``dlsched variability show|fit``
 ``data``           ``dlsched data list|fetch`` (the public datasets, fetched into the data directory)
 ``serve``          ``dlsched serve`` (the scheduler service) and ``serve user|quota``
-``client``         ``dlsched submit|jobs|show|cancel|logs`` (the service's client)
+``client``         ``dlsched submit|jobs|show|cancel|logs`` (the service's client, :class:`dlsched.Client`)
+``service_info``   ``dlsched whoami|cluster`` (who you are to the service; its nodes and who holds them)
+``spec``           ``dlsched spec check|docs`` (a job spec before it is submitted; its reference page)
 ``report``         ``dlsched report RUN_DIR`` (the dashboard of a finished simulation)
 ``explain``        ``dlsched explain [RUN_DIR] JOB`` (why a job waits or runs where it does)
+``whatif``         ``dlsched whatif`` and ``dlsched world fit`` (a service's jobs replayed under other policies)
 ``run_options``    the flags that describe a run, turned into a RunConfig
 ``common``         what the groups share: ``app``, ``--format``, ``error:`` lines, the summary table
 =================  =========================================================
@@ -66,16 +69,31 @@ def main() -> None:
 
 def _mount() -> None:
     """Register every command group (each imports ``app`` and the helpers from :mod:`dlsched.cli.common`)."""
-    from dlsched.cli import client, clusters, compare, explain, policies, report, run, simulate, sweep  # noqa: F401  (register their commands)
+    from dlsched.cli import (  # noqa: F401  (register their commands)
+        client,
+        clusters,
+        compare,
+        explain,
+        policies,
+        report,
+        run,
+        service_info,
+        simulate,
+        sweep,
+    )
     from dlsched.cli.data import app as data_app
     from dlsched.cli.serve import app as serve_app
+    from dlsched.cli.spec import app as spec_app
     from dlsched.cli.trace import app as trace_app
     from dlsched.cli.variability import app as variability_app
+    from dlsched.cli.whatif import world_app
 
     app.add_typer(trace_app, name="trace", help="Validate, summarise and convert traces.")
     app.add_typer(variability_app, name="variability", help="Show and fit PAL's per-GPU PM-score bins.")
     app.add_typer(data_app, name="data", help="List the public datasets dlsched reads and fetch them.")
     app.add_typer(serve_app, name="serve", help="Run the scheduler service; manage its users and quotas.")
+    app.add_typer(world_app, name="world", help="Fit a simulator world to a service's reports.")
+    app.add_typer(spec_app, name="spec", help="Check a job spec; print the job spec's reference page.")
 
 
 _mount()

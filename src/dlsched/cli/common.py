@@ -57,6 +57,25 @@ def warn(message: object) -> None:
     sys.stderr.write(f"warning: {' '.join(str(message).split())}\n")
 
 
+def printable(value: object) -> str:
+    """``value`` as text safe to print on a terminal: every character that is not printable (control
+    characters, ESC and so the start of every escape sequence, newlines, bidirectional overrides) written as
+    Python writes it in a string's repr (``\\x1b``, ``\\n``, ``\\u202e``). What a job or a user wrote
+    (a name, a message, a command, an event) is shown with it, so it cannot move the cursor, recolour or
+    clear the screen, or forge a line of its own."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def cell(value: object) -> Any:
+    """``value`` as a rich table cell: :func:`printable`, and never read as rich markup (``[red]``)."""
+    from rich.text import Text
+
+    return Text(printable(value))
+
+
 def guard(fn: Callable[[], T]) -> T:
     """Input errors become one line and exit 2; a policy breaking an invariant, one line and exit 1."""
     from dlsched.sim.invariants import PolicyError

@@ -9,12 +9,12 @@ one a line, as the Python API (:func:`dlsched.explain.explain`) returns them.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from dlsched.cli.client import Client, ServerOpt, TokenOpt, _quote
-from dlsched.cli.common import Format, FormatOpt, app, guard, print_json_lines
+from dlsched.cli.client import ServerOpt, TokenOpt, connect
+from dlsched.cli.common import Format, FormatOpt, app, guard, print_json_lines, printable
 from dlsched.core import InputError
 
 
@@ -37,16 +37,16 @@ def explain_cmd(
         if len(target) == 2:
             records = explain(target[0], target[1], round_no)
         elif len(target) == 1:
-            params: dict[str, Any] = {} if round_no is None else {"round": round_no}
-            records = Client(server, token).request("GET", f"/v1/jobs/{_quote(target[0])}/explain", params=params)
+            records = connect(server, token).explain(target[0], round=round_no)
         else:
             raise InputError(f"expected RUN_DIR JOB or JOB, got {len(target)} arguments", field="target")
         if fmt is Format.json:
             print_json_lines(records)
             return
         if not records:
-            sys.stdout.write(f"{target[-1]}: no explanations yet (the job has not been in a round)\n")
+            sys.stdout.write(f"{printable(target[-1])}: no explanations yet (the job has not been in a round)\n")
             return
-        sys.stdout.write(f"{target[-1]}:\n" + "\n\n".join(explain_paragraphs(records)) + "\n")
+        paragraphs = ("\n".join(printable(line) for line in p.split("\n")) for p in explain_paragraphs(records))
+        sys.stdout.write(f"{printable(target[-1])}:\n" + "\n\n".join(paragraphs) + "\n")
 
     guard(go)

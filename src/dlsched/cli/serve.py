@@ -1,8 +1,11 @@
 """``dlsched serve``: run the scheduler service, and manage its users and quotas.
 
-``dlsched serve --state DIR ...`` starts the service (:func:`dlsched.service.server.serve`). The
-subcommands work on the service's database directly, with or without the service running (the store is
-safe to share): ``serve user add|list`` and ``serve quota set|list``.
+``dlsched serve --state DIR ...`` starts the service (:func:`dlsched.service.server.serve`). Every flag is
+None unless given, so the service can tell a flag given from one left out and fill the latter from the
+configuration the state was created with (:mod:`dlsched.service.config`). The subcommands work on the
+service's database directly, with or without the service running (the store is safe to share): ``serve
+user add|list|remove``, ``serve token rotate|revoke|list``, ``serve audit`` (:mod:`dlsched.cli.serve_users`),
+``serve quota set|list`` and ``serve status``.
 """
 
 from __future__ import annotations
@@ -16,19 +19,21 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from dlsched.cli.common import Format, FormatOpt, guard, note, out
+from dlsched.cli.common import Format, FormatOpt, cell, guard, note, out
 from dlsched.cli.run_options import parse_set
+from dlsched.cli.serve_users import DatabaseOpt, StateOpt, audit, token_app, user_app
+from dlsched.cli.serve_users import open_store as _open_store
 from dlsched.core import InputError
 
 app = typer.Typer(no_args_is_help=False, help="Run the scheduler service; manage its users and quotas.")
-user_app = typer.Typer(no_args_is_help=True, help="Users of the service and their tokens.")
 quota_app = typer.Typer(no_args_is_help=True, help="GPU quotas of users and teams.")
 app.add_typer(user_app, name="user")
+app.add_typer(token_app, name="token")
 app.add_typer(quota_app, name="quota")
+app.command("audit")(audit)
 
-StateOpt = Annotated[Path, typer.Option("--state", help="The service's state folder (as given to 'dlsched serve').")]
-DatabaseOpt = Annotated[str | None, typer.Option("--database", help="Database URL, if not the state folder's "
-                                                 "SQLite file (postgresql+psycopg://USER@HOST/DB).")]
+#: ``serve status``'s exit code when no service runs on the state (or it has not started listening yet).
+STATUS_NOT_RUNNING = 3
 
 
 @app.callback(invoke_without_command=True)
@@ -40,35 +45,82 @@ def serve(
                                                 "ray-local-4, 4 emulated nodes).")] = None,
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster to join (default: start Ray "
                                                 "here).")] = None,
-    policy: Annotated[str, typer.Option("--policy", help="Scheduler preset (see 'dlsched policies').")] = "fifo",
+    policy: Annotated[str | None, typer.Option("--policy", help="Scheduler preset (see 'dlsched policies'; "
+                                               "default fifo).")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="key=value: a tunable of the policy; "
                                                    "repeatable.")] = None,
-    port: Annotated[str, typer.Option("--port", metavar="INTEGER", help="Port of the HTTP API (0: any free "
-                                      "one; server.json says which).")] = "0",
-    host: Annotated[str, typer.Option("--host", help="Address the HTTP API listens on.")] = "127.0.0.1",
+    port: Annotated[str | None, typer.Option("--port", metavar="INTEGER", help="Port of the HTTP API (default "
+                                             "0: any free one; server.json says which).")] = None,
+    host: Annotated[str | None, typer.Option("--host", help="Address the HTTP API listens on (default "
+                                             "127.0.0.1).")] = None,
     database: DatabaseOpt = None,
     checkpoint_dir: Annotated[Path | None, typer.Option("--checkpoint-dir", help="Shared folder of the jobs' "
                                                         "checkpoints (default: STATE/checkpoints).")] = None,
-    round_s: Annotated[str, typer.Option("--round-s", metavar="SECONDS", help="Scheduling round, "
-                                         "wall-clock seconds.")] = "10",
-    executor: Annotated[str, typer.Option("--executor", help="ray (real workers) or dry-run (nothing is "
-                                          "started; for trying policies and the API).")] = "ray",
+    round_s: Annotated[str | None, typer.Option("--round-s", metavar="SECONDS", help="Scheduling round, "
+                                                "wall-clock seconds (default 10).")] = None,
+    executor: Annotated[str | None, typer.Option("--executor", help="ray (real workers; the default) or dry-run "
+                                                 "(nothing is started; for trying policies and the API).")] = None,
+    stop_grace_s: Annotated[str | None, typer.Option("--stop-grace-s", metavar="SECONDS", help="Seconds a "
+                                                     "stopped job has to checkpoint and exit before it is killed "
+                                                     "(default 60).")] = None,
+    min_run_s: Annotated[str | None, typer.Option("--min-run-s", metavar="SECONDS", help="A placed job is not "
+                                                  "moved before its first step and checkpoint, or this many "
+                                                  "seconds (default 30).")] = None,
+    max_body_kb: Annotated[str | None, typer.Option("--max-body-kb", metavar="KIB", help="Largest request "
+                                                    "body the API reads (default 1024; larger: 413).")] = None,
+    rate_per_s: Annotated[str | None, typer.Option("--rate-per-s", metavar="N", help="Requests per second per "
+                                                   "token (default 200; beyond: 429).")] = None,
+    allow_dir: Annotated[list[Path] | None, typer.Option("--allow-dir", help="A folder jobs may run in (their "
+                                                        "working_dir under it); repeatable (default: the host's "
+                                                        "home folders and STATE/uploads).")] = None,
+    isolation: Annotated[str | None, typer.Option("--isolation", envvar="DLSCHED_ISOLATION", help="Who jobs run "
+                                                  "as: auto (their own OS accounts when the service runs as "
+                                                  "root, else the service's), accounts or none.")] = None,
+    job_user: Annotated[str | None, typer.Option("--job-user", metavar="ACCOUNT", help="OS account of the jobs "
+                                                 "of users without --os-user (default dlsched-job, created "
+                                                 "when missing).")] = None,
+    allow_shared_account: Annotated[bool | None, typer.Option("--allow-shared-account/--no-allow-shared-account",
+                                                              envvar="DLSCHED_ALLOW_SHARED_ACCOUNT", help="Serve "
+                                                              "more than one user although jobs run as the "
+                                                              "service's own account (no isolation).")] = None,
+    max_log_mb: Annotated[str | None, typer.Option("--max-log-mb", metavar="MIB", help="What each rank's log "
+                                                   "may hold (rotated, the dropped part said; default "
+                                                   "1024).")] = None,
+    reconfigure: Annotated[bool, typer.Option("--reconfigure", help="Accept flags that differ from the "
+                                              "configuration the state was created with (recorded).")] = False,
 ) -> None:
-    """Run the scheduler service until SIGINT or SIGTERM."""
+    """Run the scheduler service until SIGINT or SIGTERM.
+
+    The configuration (policy, --set, cluster, round, executor, checkpoint folder, database, grace and
+    minimum run times, --allow-dir, --isolation, --job-user, --allow-shared-account, --max-log-mb) is stored
+    with the state on its first start; a restart without flags resumes it."""
     if ctx.invoked_subcommand is not None:
         return
 
     def go() -> None:
         from dlsched.service.extra import require
-        from dlsched.service.options import DEFAULT_CLUSTER, ServeOptions
+        from dlsched.service.options import ServeOptions
 
         require()
         if state is None:
             raise InputError("--state DIR is required (the service's state folder)", field="state")
-        options = ServeOptions.parse({
-            "state": state, "cluster": cluster or DEFAULT_CLUSTER, "cluster_given": cluster is not None,
-            "address": address, "policy": policy, "settings": parse_set(set_), "port": port, "host": host,
-            "database": database, "checkpoint_dir": checkpoint_dir, "round_s": round_s, "executor": executor})
+        given = {"cluster": cluster, "address": address, "policy": policy, "port": port, "host": host,
+                 "database": database, "checkpoint_dir": checkpoint_dir, "round_s": round_s,
+                 "executor": executor, "stop_grace_s": stop_grace_s, "min_run_s": min_run_s,
+                 "max_body_kb": max_body_kb, "rate_per_s": rate_per_s, "isolation": isolation,
+                 "job_user": job_user, "max_log_mb": max_log_mb}
+        values: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+        if cluster is not None:
+            values["cluster_given"] = True
+        if set_ is not None:
+            values["settings"] = parse_set(set_)
+        if allow_dir:
+            values["allow_dir"] = list(allow_dir)
+        if allow_shared_account is not None:
+            values["allow_shared_account"] = allow_shared_account
+        if reconfigure:
+            values["reconfigure"] = True
+        options = ServeOptions.parse({"state": state, **values})  # only what was given counts as given
         try:  # imported by name: the server module is built on top of this one
             server = importlib.import_module("dlsched.service.server")
         except ModuleNotFoundError as exc:
@@ -80,65 +132,43 @@ def serve(
     guard(go)
 
 
+@app.command("status")
+def status(state: StateOpt, database: DatabaseOpt = None, fmt: FormatOpt = Format.table) -> None:
+    """Whether a service runs on the state: its pid, URL, policy, round and jobs by status.
+
+    Exit 0 when a service holds the state and its API listens; 3 when none does (or it is still starting),
+    so 'until dlsched serve status --state DIR; do sleep 1; done' waits for it."""
+
+    def go() -> int:
+        from dlsched.service.extra import require
+
+        require()
+        from dlsched.service.status import service_status
+
+        info = service_status(state, database)
+        if fmt is Format.json:
+            sys.stdout.write(json.dumps(info) + "\n")
+        else:
+            lines = [f"{info['state_text']}"]
+            for key in ("pid", "url", "alive", "policy", "round"):
+                if info.get(key) is not None:
+                    lines.append(f"{key}: {info[key]}")
+            if info.get("jobs") is not None:
+                jobs = ", ".join(f"{n} {s}" for s, n in info["jobs"].items()) or "none"
+                lines.append(f"jobs: {jobs}")
+            sys.stdout.write("\n".join(lines) + "\n")
+        return 0 if info["running"] else STATUS_NOT_RUNNING
+
+    code = guard(go)
+    if code:
+        raise typer.Exit(code)
+
+
 def _int(text: str, field: str) -> int:
     try:
         return int(text)
     except ValueError:
         raise InputError(f"must be an integer, got {text!r}", field=field) from None
-
-
-def _open_store(state: Path, database: str | None) -> Any:
-    from dlsched.service.extra import require
-
-    require()
-    from dlsched.service.store import Store
-
-    return Store.open(state, database)
-
-
-@user_app.command("add")
-def user_add(
-    name: Annotated[str, typer.Argument(help="The user's name (A-Z a-z 0-9 . _ -).")],
-    state: StateOpt,
-    team: Annotated[str | None, typer.Option("--team", help="The user's team (for team quotas).")] = None,
-    admin: Annotated[bool, typer.Option("--admin", help="May see and cancel every user's jobs.")] = False,
-    database: DatabaseOpt = None,
-) -> None:
-    """Add a user and print their token (shown only now: the service keeps only its hash)."""
-
-    def go() -> None:
-        store = _open_store(state, database)
-        try:
-            token = store.add_user(name, team=team, admin=admin)
-        finally:
-            store.close()
-        sys.stdout.write(token + "\n")
-        note(f"user {name} added; give them this token (DLSCHED_TOKEN)")
-
-    guard(go)
-
-
-@user_app.command("list")
-def user_list(state: StateOpt, database: DatabaseOpt = None, fmt: FormatOpt = Format.table) -> None:
-    """The service's users."""
-
-    def go() -> None:
-        store = _open_store(state, database)
-        try:
-            users = store.users()
-        finally:
-            store.close()
-        if fmt is Format.json:
-            sys.stdout.write(json.dumps([{"name": u.name, "team": u.team, "admin": u.admin} for u in users]) + "\n")
-            return
-        table = Table()
-        for column in ("name", "team", "admin"):
-            table.add_column(column)
-        for u in users:
-            table.add_row(u.name, u.team or "-", "yes" if u.admin else "")
-        out.print(table)
-
-    guard(go)
 
 
 @quota_app.command("set")
@@ -189,7 +219,7 @@ def quota_list(state: StateOpt, database: DatabaseOpt = None, fmt: FormatOpt = F
         for column in ("kind", "name", "gpus", "borrowing limit"):
             table.add_column(column)
         for r in rows:
-            table.add_row(str(r["kind"]), str(r["name"]), str(r["gpus"]),
+            table.add_row(str(r["kind"]), cell(r["name"]), str(r["gpus"]),
                           "-" if r["borrowing_limit"] is None else str(r["borrowing_limit"]))
         out.print(table)
 

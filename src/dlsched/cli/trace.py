@@ -9,6 +9,7 @@ exit with status 2, so scripts can tell bad input from crashes.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -94,3 +95,37 @@ def convert(trace: str = typer.Argument(..., help=_TRACE_HELP),
     except OSError as exc:
         raise _fail(InputError(f"cannot write: {exc.strerror or exc}", source=str(out))) from None
     typer.echo(f"wrote {len(jobs)} jobs to {out}")
+
+
+@app.command("export")
+def export(out: str = typer.Argument(..., metavar="OUT.csv", help="the trace to write (.csv or .parquet)"),
+           state: Path | None = typer.Option(None, "--state", help="The service's state folder (read-only)."),
+           server: str | None = typer.Option(None, "--server", help="A running service's URL (admin token)."),
+           token: str | None = typer.Option(None, "--token", envvar="DLSCHED_TOKEN", help="An admin's API token."),
+           since: str | None = typer.Option(None, "--since", help="Only jobs submitted from then on (Unix s or "
+                                            "ISO 8601)."),
+           until: str | None = typer.Option(None, "--until", help="Only jobs submitted before then."),
+           user: str | None = typer.Option(None, "--user", help="Only this user's jobs."),
+           anonymize: bool = typer.Option(False, "--anonymize", help="User names as user-1, user-2, ..."),
+           cluster: str | None = typer.Option(None, "--cluster", help="The cluster the service ran [default: "
+                                              "what it recorded].")) -> None:
+    """Write a service's finished jobs as a trace (docs/whatif.md): submit times, requests, and each job's
+    measured time on its GPUs as duration_s; the service's database is only read."""
+    from dlsched.replay.export import export_specs, parse_time, select_jobs
+    from dlsched.replay.history import load_history
+    from dlsched.runtime.workload import load_cluster
+
+    try:
+        check_output_file(out, "output file")
+        history = load_history(state, server, token)
+        name = cluster or history.service.get("cluster")
+        selection = select_jobs(history, since=parse_time(since, "since"), until=parse_time(until, "until"),
+                                user=user)
+        specs = export_specs(history, selection, load_cluster(name) if name else None, anonymize=anonymize)
+        write_trace(specs, out)
+    except InputError as exc:
+        raise _fail(exc) from None
+    except OSError as exc:
+        raise _fail(InputError(f"cannot write: {exc.strerror or exc}", source=str(out))) from None
+    left = f" ({len(selection.left_out)} unfinished or failed left out)" if selection.left_out else ""
+    typer.echo(f"wrote {len(specs)} jobs to {out}{left}")

@@ -7,7 +7,7 @@ report writes it into the HTML so the file opens without a server. Nothing here 
 simulator; :mod:`dlsched.service.dashboard` and :mod:`dlsched.dashboard.simulation` fill the snapshot in.
 """
 
-from dlsched.dashboard.page import page_html
+from dlsched.dashboard.page import docs_html, page_html
 from dlsched.dashboard.views import goodput_series, merge_timeline
 
-__all__ = ["goodput_series", "merge_timeline", "page_html"]
+__all__ = ["docs_html", "goodput_series", "merge_timeline", "page_html"]

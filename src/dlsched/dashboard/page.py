@@ -17,6 +17,13 @@ def _asset(name: str) -> str:
     return resources.files("dlsched.dashboard").joinpath("assets", name).read_text(encoding="utf-8")
 
 
+def docs_html() -> str:
+    """The API reference page served at ``/docs``: it draws ``/openapi.json`` with its own inlined script and
+    loads nothing from anywhere else (FastAPI's Swagger UI fetches its scripts from a CDN, which a cluster
+    without internet cannot reach)."""
+    return _asset("docs.html").replace("/*JS*/", _asset("docs.js"), 1)
+
+
 def _script_json(data: Any) -> str:
     """JSON safe inside a ``<script>`` element: no ``</script>`` or ``<!--`` can end it early."""
     return json.dumps(data, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c").replace(

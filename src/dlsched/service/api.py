@@ -12,33 +12,55 @@ Timestamps in responses are ISO 8601 in UTC; the store keeps Unix seconds.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
-from fastapi.encoders import jsonable_encoder
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from dlsched.service.records import EventRecord, JobRecord, UserRecord
-from dlsched.service.spec import JobSubmission, describe_error
+from dlsched.core import InputError
+from dlsched.dashboard.page import docs_html
+from dlsched.service.admission_check import command_refusal
+from dlsched.service.confine import Confinement
+from dlsched.service.errors import database_error, error_response, input_refusal, install_error_handlers
+from dlsched.service.limits import RequestLimits
+from dlsched.service.logfiles import UnsafeLog, job_logs, open_log, read_chunks, tail_offset
+from dlsched.service.records import STATUSES, EventRecord, JobRecord, UserRecord
+from dlsched.service.spec import JobSubmission
 from dlsched.service.store import Store
 from dlsched.version import __version__
 
 #: How often a followed log is polled for new lines and the job for its end (seconds).
 FOLLOW_POLL_S = 0.5
+#: Largest request body (``dlsched serve --max-body-kb``), and requests per second per token.
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+DEFAULT_RATE_PER_S = 200.0
+#: At most this much of a log is read per poll of a followed log.
+FOLLOW_MAX_BYTES = 4 * 1024 * 1024
 _RANK_LOG = re.compile(r"^rank(\d+)\.log$")
+#: The ``/docs`` page may load and fetch nothing but what this service serves (its script is inline).
+DOCS_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+            "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+#: What an ``Idempotency-Key`` may hold (a UUID, a ULID, a hash): 1 to 128 of these characters.
+IDEMPOTENCY_KEY = r"^[A-Za-z0-9._:~+/=-]{1,128}$"
 
 
 class ErrorOut(BaseModel):
-    detail: str
+    """Every error's shape (docs/service.md, "Errors"): ``error`` one line, ``field`` when one is to blame,
+    ``detail`` (FastAPI's: the same line, or on a 422 the list of problems)."""
+
+    error: str
+    field: str | None = None
+    detail: Any = None
 
 
 class EventOut(BaseModel):
@@ -65,6 +87,10 @@ class JobOut(BaseModel):
     progress: float
     cancel_requested: bool
     message: str | None
+    #: Why the job is where it is (Slurm's REASON: Resources, Priority, Quota, Profiling, Held: <why>,
+    #: Starting, Stopping; None while it runs, or before its first round); ``reason_detail`` says more.
+    reason: str | None = None
+    reason_detail: str | None = None
     spec: JobSubmission
 
 
@@ -92,10 +118,31 @@ class WhoAmI(BaseModel):
     admin: bool
 
 
+class AuditOut(BaseModel):
+    """One audit record: who (a user, or ``os:<account>`` for a command run on the host) did what to what."""
+
+    time: datetime
+    actor: str
+    action: str
+    target: str | None
+    detail: dict[str, Any]
+
+
 class Health(BaseModel):
+    """``status`` ``ok``, or ``degraded`` (answered 503) with the ``cause`` and ``since`` when."""
+
     status: str
     database: str
     version: str
+    #: ``accounts``: jobs run under their own OS accounts; ``none``: as the service (dlsched.service.isolation)
+    isolation: str | None = None
+    cause: str | None = None
+    since: datetime | None = None
+
+
+class HealthDegraded(Health):
+    error: str
+    detail: Any = None
 
 
 def _utc(seconds: float | None) -> datetime | None:
@@ -107,7 +154,7 @@ def job_out(job: JobRecord) -> JobOut:
                   gpu_type=job.gpu_type, placement=job.placement, batch_size=job.batch_size,
                   submitted=datetime.fromtimestamp(job.submitted_s, UTC), started=_utc(job.started_s),
                   finished=_utc(job.finished_s), progress=job.progress, cancel_requested=job.cancel_requested,
-                  message=job.message, spec=job.submission)
+                  message=job.message, reason=job.reason, reason_detail=job.reason_detail, spec=job.submission)
 
 
 def job_detail(job: JobRecord, events: list[EventRecord]) -> JobDetail:
@@ -120,29 +167,22 @@ def job_detail(job: JobRecord, events: list[EventRecord]) -> JobDetail:
                                       data=e.data) for e in events])
 
 
-def rank_logs(job_dir: Path, rank: int | None) -> list[tuple[int, Path]]:
-    """The job's log files ``logs/rank<r>.log`` as (rank, path), by rank; only ``rank`` when given."""
-    folder = job_dir / "logs"
-    found = []
-    if folder.is_dir():
-        for path in folder.iterdir():
-            match = _RANK_LOG.match(path.name)
-            if match and (rank is None or int(match.group(1)) == rank):
-                found.append((int(match.group(1)), path))
-    return sorted(found)
-
-
-def _header(rank: int) -> str:
-    return f"==> rank{rank} <==\n"
-
-
-def read_logs(job_dir: Path, rank: int | None) -> str:
-    """Every rank's log, each under a header line (what ``dlsched logs`` prints without ``--follow``)."""
-    parts = []
-    for r, path in rank_logs(job_dir, rank):
-        text = path.read_bytes().decode("utf-8", errors="replace")
-        parts.append(_header(r) + text + ("" if not text or text.endswith("\n") else "\n"))
-    return "".join(parts)
+def read_logs(job_dir: Path, rank: int | None, *, tail: int | None = None) -> Iterator[bytes]:
+    """Every log of the job, each under its header line (what ``dlsched logs`` prints without ``--follow``),
+    streamed in bounded chunks; a log the service may not read (a link, a FIFO) is named, not read."""
+    for log in job_logs(job_dir, rank):
+        try:
+            fd = open_log(job_dir, log.parts)
+        except UnsafeLog as exc:
+            yield (log.header + f"(not shown: {exc})\n").encode()
+            continue
+        yield log.header.encode()
+        last = b""
+        for chunk in read_chunks(fd, tail_offset(fd, tail) if tail else 0, None):
+            last = chunk
+            yield chunk
+        if last and not last.endswith(b"\n"):
+            yield b"\n"
 
 
 _bearer = HTTPBearer(auto_error=False, description="A token from 'dlsched serve user add'.")
@@ -185,6 +225,12 @@ _UNAUTHORIZED = {"model": ErrorOut, "description": "No valid bearer token."}
 _NOT_FOUND = {"model": ErrorOut, "description": "No such job (or not yours)."}
 
 
+def refused(error: InputError) -> JSONResponse:
+    """A submission refused for what it asks (422), in the shape of a validation error: ``detail`` as
+    FastAPI's, ``message`` and ``error`` the one line naming the field, ``field`` the field."""
+    return input_refusal(error)
+
+
 def _json_error(description: str) -> dict[str, Any]:
     """An error answer documented as JSON on a route whose own answer is text (FastAPI would otherwise
     document it in the route's media type)."""
@@ -192,13 +238,33 @@ def _json_error(description: str) -> dict[str, Any]:
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}}
 
 
-def create_app(store: Store, *, jobs_dir: Path, cluster_info: Callable[[], dict[str, Any]] | None = None) -> FastAPI:
+#: The most jobs one page of ``GET /v1/jobs`` holds (and the page a request without ``limit`` gets).
+MAX_PAGE = 1000
+
+
+def create_app(store: Store, *, jobs_dir: Path, cluster_info: Callable[[], dict[str, Any]] | None = None,
+               admit: Callable[[JobSubmission], InputError | None] | None = None,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, rate_per_s: float = DEFAULT_RATE_PER_S,
+               allowed_dirs: Sequence[Path] | None = None, protected_dirs: Sequence[Path] = (),
+               state_dir: Path | None = None, isolation: str | None = None) -> FastAPI:
     """The API over ``store``; ``jobs_dir`` holds each job's folder (its logs), ``cluster_info`` answers
-    ``GET /v1/cluster`` (the round loop's view of the nodes; empty without one)."""
-    app = FastAPI(title="dlsched", version=__version__, docs_url="/docs", redoc_url=None,
+    ``GET /v1/cluster`` (the round loop's view of the nodes; empty without one); ``admit`` says why the
+    cluster can never hold a submission (refused with 422, nothing stored), None when it can.
+
+    A job's ``working_dir`` must lie under one of ``allowed_dirs`` (None: anywhere; ``dlsched serve`` always
+    passes its roots, :mod:`dlsched.service.confine`) and never in ``jobs_dir``, ``protected_dirs`` or
+    ``state_dir`` (whose ``uploads/`` is allowed)."""
+    app = FastAPI(title="dlsched", version=__version__, docs_url=None, redoc_url=None,
                   dependencies=[Depends(known_query)],
                   description="The dlsched scheduler service: submit training jobs to a shared GPU cluster.")
     app.state.store = store
+    install_error_handlers(app)
+    protected = [jobs_dir, *protected_dirs, *([state_dir] if state_dir is not None else [])]
+    confinement = Confinement.of(allowed_dirs, protected,
+                                 [state_dir / "uploads"] if state_dir is not None else [])
+    # sizes, rates and the token of a request with a body are checked before its body is read
+    app.add_middleware(RequestLimits, max_body_bytes=max_body_bytes, rate_per_s=rate_per_s,
+                       burst=max(1.0, 2 * rate_per_s), known_token=lambda t: store.user_by_token(t) is not None)
 
     def visible_job(job_id: str, user: UserRecord) -> JobRecord:
         job = store.job(job_id)
@@ -206,54 +272,93 @@ def create_app(store: Store, *, jobs_dir: Path, cluster_info: Callable[[], dict[
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id!r}")
         return job
 
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        """FastAPI's 422 body, plus ``message``: the first problem in one line naming the field."""
-        errors = exc.errors()
-        message = "invalid request"
-        if errors:
-            first = errors[0]
-            loc = [str(p) for p in first.get("loc", ()) if p != "body"]
-            try:  # re-validate the body alone to phrase it as the CLI does
-                if first.get("loc", ("",))[0] == "body":
-                    body = await request.json()
-                    JobSubmission.model_validate(body)
-            except ValidationError as verr:
-                field, text = describe_error(verr)
-                message = f"field '{field}': {text}"
-            except Exception:  # noqa: BLE001 - a body that is not JSON at all
-                message = f"{'.'.join(loc) or 'body'}: {first.get('msg', 'invalid')}"
-            else:
-                message = f"{'.'.join(loc) or 'request'}: {first.get('msg', 'invalid')}"
-        detail = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
-                  for e in errors]
-        return JSONResponse(status_code=422, content=jsonable_encoder({"detail": detail, "message": message}))
-
     @app.get("/healthz", response_model=Health, tags=["service"],
-             responses={503: {"model": ErrorOut, "description": "The database does not answer."}})
+             responses={503: {"model": HealthDegraded, "description": "The database does not answer, or "
+                                                                      "cannot write (degraded, with the cause)."}})
     def healthz() -> Any:
-        """Liveness and the database: 200 when a query goes through."""
+        """Liveness and the database: 200 when a query goes through and writes do (a write probe every few
+        seconds, at once after a write failed); 503 ``degraded`` with the cause when writes fail (a full
+        disk, a read-only file system), 503 ``down`` when the database does not answer at all."""
         try:
             store.ping()
         except Exception as exc:  # noqa: BLE001 - any database failure is a 503, never a crash
-            return JSONResponse(status_code=503, content={"detail": f"database: {type(exc).__name__}"})
-        return Health(status="ok", database=store.dialect, version=__version__)
+            return error_response(503, f"the database does not answer: {database_error(exc)}",
+                                  status="down", database=store.dialect, version=__version__,
+                                  isolation=isolation)
+        failure = store.write_health()
+        if failure is not None:
+            since, cause = failure
+            when = datetime.fromtimestamp(since, UTC)
+            return error_response(503, f"degraded: the database cannot write (since {when.isoformat()}): {cause}",
+                                  status="degraded", database=store.dialect, version=__version__, cause=cause,
+                                  since=when, isolation=isolation)
+        return Health(status="ok", database=store.dialect, version=__version__, isolation=isolation)
+
+    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+    def docs() -> HTMLResponse:
+        """The API reference, drawn from ``/openapi.json`` by the package's own script (no CDN); the
+        Content-Security-Policy lets the page reach nothing but this service."""
+        return HTMLResponse(docs_html(), headers={"Content-Security-Policy": DOCS_CSP})
 
     @app.get("/v1/whoami", response_model=WhoAmI, tags=["users"], responses={401: _UNAUTHORIZED})
     def whoami(user: User) -> WhoAmI:
         return WhoAmI(name=user.name, team=user.team, admin=user.admin)
 
     @app.post("/v1/jobs", response_model=JobOut, status_code=201, tags=["jobs"],
-              responses={400: {"model": ErrorOut, "description": "The body cannot be read (not UTF-8 JSON)."},
+              responses={200: {"model": JobOut, "description": "The job this Idempotency-Key created before."},
+                         400: {"model": ErrorOut, "description": "The body cannot be read (not UTF-8 JSON)."},
                          401: _UNAUTHORIZED})
-    def submit(submission: JobSubmission, user: User) -> JobOut:
-        """Queue a job; answered once it is committed to the database."""
-        return job_out(store.add_job(user.name, submission, time.time()))
+    def submit(submission: JobSubmission, user: User, response: Response,
+               idempotency_key: Annotated[str | None, Header(
+                   alias="Idempotency-Key", min_length=1, max_length=128, pattern=IDEMPOTENCY_KEY,
+                   description="A key of the client's choosing (a UUID per submission, say): the same key from "
+                               "the same user answers the job it created (200) instead of storing another.")
+               ] = None) -> Any:
+        """Queue a job; answered once it is committed to the database (201; 200 for a repeated key). A job
+        the cluster as it stands can never hold, or whose ``working_dir`` is not a folder here, is refused
+        (422) and nothing is stored."""
+        refusal = (confinement.refusal(submission.working_dir) or command_refusal(submission)
+                   or (admit(submission) if admit is not None else None))
+        if refusal is not None:
+            return refused(refusal)
+        submission = submission.model_copy(update={"working_dir": os.path.realpath(submission.working_dir)})
+        try:
+            job, created = store.submit_job(user.name, submission, time.time(), idempotency_key)
+        except InputError as exc:  # an Idempotency-Key sent again with another spec (``detail``: the line)
+            return error_response(422, str(exc), field=exc.field, message=str(exc))
+        if not created:
+            response.status_code = status.HTTP_200_OK
+        return job_out(job)
 
-    @app.get("/v1/jobs", response_model=list[JobOut], tags=["jobs"], responses={401: _UNAUTHORIZED})
-    def list_jobs(user: User, all: Annotated[bool, Query(description="Finished jobs too.")] = False) -> list[JobOut]:
-        """Your jobs (an admin: everyone's), unfinished ones unless ``all``."""
-        jobs = store.jobs(user=None if user.admin else user.name, include_finished=all)
+    @app.get("/v1/jobs", response_model=list[JobOut], tags=["jobs"],
+             responses={401: _UNAUTHORIZED, 403: _json_error("A user asked for another user's jobs."),
+                        422: _json_error("A filter out of its range.")})
+    def list_jobs(request: Request, response: Response, user: User,
+                  all: Annotated[bool, Query(description="Finished jobs too.")] = False,  # noqa: A002
+                  status_: Annotated[list[str] | None, Query(alias="status", description="Only jobs in these "
+                                                             "statuses (repeatable).")] = None,
+                  owner: Annotated[str | None, Query(alias="user", max_length=64,
+                                                     description="Only this user's jobs (an admin's filter).")] = None,
+                  since: Annotated[datetime | None, Query(description="Only jobs submitted at or after this "
+                                                          "time (ISO 8601).")] = None,
+                  limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Jobs per page.")] = MAX_PAGE,
+                  cursor: Annotated[str | None, Query(max_length=20, pattern=r"^[0-9]+$", description="The "
+                                                      "X-Next-Cursor of the page before.")] = None,
+                  ) -> Any:
+        """Your jobs (an admin: everyone's), unfinished ones unless ``all`` or ``status``, in submission order,
+        a page at a time: when more follow, the ``X-Next-Cursor`` header (and ``Link: <...>; rel="next"``)
+        says where the next page starts."""
+        for value in status_ or ():
+            if value not in STATUSES:
+                raise InputError(f"must be one of {', '.join(STATUSES)}, got {value!r}", field="status")
+        if owner is not None and not user.admin and owner != user.name:
+            return error_response(403, "only an admin lists other users' jobs", field="user")
+        jobs, nxt = store.jobs_page(user=owner if user.admin else user.name, statuses=status_,
+                                    include_finished=all, since_s=None if since is None else since.timestamp(),
+                                    after=int(cursor or 0), limit=limit)
+        if nxt is not None:
+            response.headers["X-Next-Cursor"] = str(nxt)
+            response.headers["Link"] = f'<{request.url.include_query_params(cursor=str(nxt))}>; rel="next"'
         return [job_out(j) for j in jobs]
 
     @app.get("/v1/jobs/{job_id}", response_model=JobDetail, tags=["jobs"],
@@ -268,7 +373,7 @@ def create_app(store: Store, *, jobs_dir: Path, cluster_info: Callable[[], dict[
         """Cancel a job: a queued one at once, a running one at the next round (its workers are stopped)."""
         job = visible_job(job_id, user)
         try:
-            return job_out(store.request_cancel(job.id, time.time()))
+            return job_out(store.request_cancel(job.id, time.time(), actor=user.name))
         except KeyError:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id!r}") from None
 
@@ -276,15 +381,42 @@ def create_app(store: Store, *, jobs_dir: Path, cluster_info: Callable[[], dict[
              responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                               "description": "Each rank's log under a '==> rank<r> <==' header."},
                         401: _json_error("No valid bearer token."),
-                        404: _json_error("No such job (or not yours).")})
-    def job_logs(job_id: str, user: User,
-                 follow: Annotated[bool, Query(description="Stream new lines until the job ends.")] = False,
-                 rank: Annotated[int | None, Query(ge=0, le=65535, description="Only this rank's log.")] = None,
-                 ) -> Any:
+                        404: _json_error("No such job (or not yours), or a rank it never has."),
+                        409: _json_error("The log asked for is not a regular file the service may read.")})
+    def job_logs_route(job_id: str, user: User,
+                       follow: Annotated[bool, Query(description="Stream new lines until the job ends.")] = False,
+                       rank: Annotated[int | None, Query(ge=0, le=65535, description="Only this rank's log.")] = None,
+                       tail: Annotated[int | None, Query(ge=1, le=1_000_000,
+                                                         description="Only the last N lines of each log.")] = None,
+                       offset: Annotated[int | None, Query(ge=0, le=2**62, description="With rank: from this "
+                                                           "byte of the log on.")] = None,
+                       limit: Annotated[int | None, Query(ge=1, le=2**62, description="With rank: at most "
+                                                          "this many bytes.")] = None,
+                       ) -> Any:
         job = visible_job(job_id, user)
         job_dir = jobs_dir / job.id
+        most = job.submission.gpu_bounds()[1]
+        if rank is not None and rank >= most:  # one rank per GPU: no incarnation of the job ever had it
+            return error_response(404, f"job {job.id} has no rank {rank} (it runs at most {most} ranks)",
+                                  field="rank")
+        if offset is not None or limit is not None:  # a byte range of one rank's log
+            if rank is None:
+                raise InputError("offset and limit need rank", field="rank")
+            try:
+                fd = open_log(job_dir, ("logs", f"rank{rank}.log"))
+            except UnsafeLog as exc:
+                if exc.missing:
+                    return PlainTextResponse("")
+                return error_response(409, str(exc), field="rank")
+            return StreamingResponse(read_chunks(fd, offset or 0, limit), media_type="text/plain; charset=utf-8")
+        if rank is not None:  # one rank asked for by name: a planted name is an error, at once
+            try:
+                os.close(open_log(job_dir, ("logs", f"rank{rank}.log")))
+            except UnsafeLog as exc:
+                if not exc.missing:
+                    return error_response(409, str(exc), field="rank")
         if not follow:
-            return PlainTextResponse(read_logs(job_dir, rank))
+            return StreamingResponse(read_logs(job_dir, rank, tail=tail), media_type="text/plain; charset=utf-8")
         return StreamingResponse(_follow(store, job.id, job_dir, rank), media_type="text/plain; charset=utf-8")
 
     @app.get("/v1/jobs/{job_id}/explain", response_model=list[dict[str, Any]], tags=["jobs"],
@@ -298,43 +430,63 @@ def create_app(store: Store, *, jobs_dir: Path, cluster_info: Callable[[], dict[
         job = visible_job(job_id, user)
         return store.explanations(job.id, round)
 
+    @app.get("/v1/audit", response_model=list[AuditOut], tags=["service"],
+             responses={401: _UNAUTHORIZED, 403: {"model": ErrorOut, "description": "Not an admin."}})
+    def audit(user: User,
+              since: Annotated[datetime | None, Query(description="Only records from this time on.")] = None,
+              actor: Annotated[str | None, Query(max_length=80, description="Only what this user did.")] = None,
+              limit: Annotated[int, Query(ge=1, le=10_000, description="At most the last this many.")] = 1000,
+              ) -> list[AuditOut]:
+        """Who did what, and when (admins only): submissions, cancels, quotas, users, tokens, reconfigurations;
+        oldest first."""
+        if not user.admin:
+            raise HTTPException(status.HTTP_403_FORBIDDEN, "the audit trail is for admins")
+        rows = store.audit(since_s=None if since is None else since.timestamp(), actor=actor, limit=limit)
+        return [AuditOut(time=datetime.fromtimestamp(r["time_s"], UTC), actor=r["actor"], action=r["action"],
+                         target=r["target"], detail=r["detail"]) for r in rows]
+
     @app.get("/v1/cluster", response_model=dict[str, Any], tags=["service"], responses={401: _UNAUTHORIZED})
     def cluster(user: User) -> dict[str, Any]:
-        """The cluster as the round loop sees it (nodes, GPUs, who holds them); empty before the first round."""
-        return cluster_info() if cluster_info is not None else {}
+        """The cluster as the round loop sees it (nodes, GPUs, who holds them: each node's ``holders``, one
+        list of job ids per GPU, another user's job as ``other``); empty before the first round."""
+        from dlsched.service.cluster_view import cluster_with_holders
+
+        return cluster_with_holders(store, cluster_info() if cluster_info is not None else {}, user)
 
     return app
 
 
 async def _follow(store: Store, job_id: str, job_dir: Path, rank: int | None) -> AsyncIterator[str]:
-    """New log text as it is written, a header whenever the rank changes, until the job has ended and its
-    logs are read to the end."""
-    offsets: dict[int, int] = {}
-    last_rank: int | None = None
+    """New log text as it is written, a header whenever the log changes, until the job has ended and its
+    logs are read to the end (read as :func:`read_logs` reads them: no link followed, bounded chunks)."""
+    offsets: dict[tuple[str, ...], int] = {}
+    last: tuple[str, ...] | None = None
     while True:
         job = await asyncio.to_thread(store.job, job_id)
         ended = job is None or job.finished
-        for r, path in await asyncio.to_thread(rank_logs, job_dir, rank):
-            data = await asyncio.to_thread(_read_from, path, offsets.get(r, 0), ended)
+        for log in await asyncio.to_thread(job_logs, job_dir, rank):
+            data = await asyncio.to_thread(_read_from, job_dir, log.parts, offsets.get(log.parts, 0), ended)
             if not data:
                 continue
-            offsets[r] = offsets.get(r, 0) + len(data)
-            if r != last_rank:
-                yield ("\n" if last_rank is not None else "") + _header(r)
-                last_rank = r
+            offsets[log.parts] = offsets.get(log.parts, 0) + len(data)
+            if log.parts != last:
+                yield ("\n" if last is not None else "") + log.header
+                last = log.parts
             yield data.decode("utf-8", errors="replace")
         if ended:
             return
         await asyncio.sleep(FOLLOW_POLL_S)
 
 
-def _read_from(path: Path, offset: int, whole: bool) -> bytes:
-    """What was appended to ``path`` since ``offset``: up to the last complete line while the job runs (a
-    line being written is read when it is whole, so a multi-byte character is never split), all once
-    ``whole``."""
-    with path.open("rb") as f:
-        f.seek(offset)
-        data = f.read()
+def _read_from(job_dir: Path, parts: tuple[str, ...], offset: int, whole: bool) -> bytes:
+    """What was appended to a log since ``offset`` (at most :data:`FOLLOW_MAX_BYTES`): up to its last
+    complete line while the job runs (a multi-byte character is never split), all once ``whole``; nothing
+    from a file the service may not read."""
+    try:
+        fd = open_log(job_dir, parts)
+    except UnsafeLog:
+        return b""
+    data = b"".join(read_chunks(fd, offset, FOLLOW_MAX_BYTES))
     if whole:
         return data
     cut = data.rfind(b"\n")

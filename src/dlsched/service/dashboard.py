@@ -42,11 +42,12 @@ def _wait_s(job: JobRecord, now_s: float) -> float:
 
 
 def _latency_ratio(job: JobRecord, now_s: float) -> float | None:
-    """(wait + service) / service: how much longer the job has taken than its run alone; unknown (None)
+    """Hops's latency ratio, wait / run: the time the job waited over the time it ran so far (0: it never
+    waited), the same definition as the report page's column and the simulator's metrics; unknown (None)
     before it has run at all."""
     if job.attained_service_s <= 0:
         return None
-    return (_wait_s(job, now_s) + job.attained_service_s) / job.attained_service_s
+    return _wait_s(job, now_s) / job.attained_service_s
 
 
 def job_row(job: JobRecord, now_s: float, rank: int | None) -> dict[str, Any]:
@@ -54,7 +55,8 @@ def job_row(job: JobRecord, now_s: float, rank: int | None) -> dict[str, Any]:
     return {"id": job.id, "name": job.name, "user": job.user, "status": job.status, "gpus": job.gpus,
             "gpu_type": job.gpu_type, "gpus_requested": job.submission.to_job_spec(job.id, 0.0, job.user).num_gpus,
             "priority": job.submission.priority, "wait_s": _wait_s(job, now_s),
-            "latency_ratio": _latency_ratio(job, now_s), "rank": rank, "restarts": job.restarts}
+            "latency_ratio": _latency_ratio(job, now_s), "rank": rank, "restarts": job.restarts,
+            "reason": job.reason, "reason_detail": job.reason_detail}
 
 
 def snapshot(store: Store, cluster: dict[str, Any], viewer: UserRecord, now_s: float | None = None) -> dict[str, Any]:
@@ -62,7 +64,8 @@ def snapshot(store: Store, cluster: dict[str, Any], viewer: UserRecord, now_s: f
     now = time.time() if now_s is None else now_s
     jobs = store.jobs(include_finished=False)
     shown = {j.id: (j.id if _visible(j, viewer) else OTHER) for j in jobs}
-    waiting = sorted((j for j in jobs if j.status == "queued"), key=lambda j: (j.submitted_s, j.id))
+    waiting = sorted((j for j in jobs if j.status in ("queued", "held")),
+                     key=lambda j: (j.status == "held", j.submitted_s, j.id))
     ranks = {j.id: i + 1 for i, j in enumerate(waiting)}
     node_types = {n["name"]: n.get("gpu_type", "") for n in cluster.get("nodes", [])}
     nodes = [{"name": n["name"], "gpu_type": n.get("gpu_type", ""), "gpus": [[] for _ in range(int(n["gpus"]))]}
@@ -84,7 +87,7 @@ def snapshot(store: Store, cluster: dict[str, Any], viewer: UserRecord, now_s: f
             "nodes": nodes,
             "jobs": [job_row(j, now, ranks.get(j.id)) for j in jobs if _visible(j, viewer)],
             "rank_note": "rank: the order in which waiting jobs reach the policy (submission order)",
-            "timeline": {"end_s": now - t0, "segments": timeline}, "usage": usage(store, jobs)}
+            "timeline": {"end_s": now - t0, "segments": timeline}, "usage": usage(store, jobs, viewer)}
 
 
 def _holdings(decision: dict[str, Any], node_types: dict[str, str]) -> dict[str, tuple[int, str]]:
@@ -100,8 +103,10 @@ def _holdings(decision: dict[str, Any], node_types: dict[str, str]) -> dict[str,
     return held
 
 
-def usage(store: Store, jobs: list[JobRecord]) -> list[dict[str, Any]]:
-    """GPUs each user and team holds now, beside its quota (None: no quota set)."""
+def usage(store: Store, jobs: list[JobRecord], viewer: UserRecord | None = None) -> list[dict[str, Any]]:
+    """GPUs each user and team holds now, beside its quota (None: no quota set). A viewer who is not an
+    admin sees only their own row and their team's (the team's GPUs counted whoever holds them): the names
+    of other users and teams are not theirs to see."""
     users = {u.name: u for u in store.users()}
     quotas: dict[tuple[str, str], int] = {(q.kind, q.name): q.gpus for q in store.quotas()}
     held: dict[tuple[str, str], int] = {}
@@ -117,6 +122,10 @@ def usage(store: Store, jobs: list[JobRecord]) -> list[dict[str, Any]]:
             held[("team", team)] = held.get(("team", team), 0) + job.gpus
     for key in quotas:
         held.setdefault(key, 0)
+    if viewer is not None and not viewer.admin:
+        mine = {("user", viewer.name)} | ({("team", viewer.team)} if viewer.team else set())
+        held = {key: gpus for key, gpus in held.items() if key in mine}
+        held.setdefault(("user", viewer.name), 0)
     return [{"kind": kind, "name": name, "gpus": gpus, "quota": quotas.get((kind, name))}
             for (kind, name), gpus in sorted(held.items())]
 

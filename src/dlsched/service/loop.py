@@ -24,71 +24,38 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlsched.core import Adaptivity, Cluster, ClusterView, JobSpec, JobStatus, JobView, Placement
-from dlsched.core.view import GradientObservation, ThroughputObservation, waiting_queue_wait_s
+from dlsched.core import Adaptivity, Cluster, ClusterView, InputError, JobStatus, JobView, Placement
+from dlsched.core.view import waiting_queue_wait_s
 from dlsched.estimators.goodput import LearnedGoodputEstimator
 from dlsched.explain.records import plain_records
 from dlsched.policies import Scheduler
 from dlsched.policies.reasons import take_explanations
 from dlsched.runtime.executor_api import Executor, LaunchSpec
 from dlsched.service import membership
+from dlsched.service.admission_check import cluster_refusal
 from dlsched.service.batch import choose_batch
 from dlsched.service.intake import ReportIntake
+from dlsched.service.isolation import lookup, prepare_job
+from dlsched.service.launcher import rank_command
+from dlsched.service.loop_state import FINISHED, PROFILE_START_S, JobMemory, LoopOptions
+from dlsched.service.pinning import pin
 from dlsched.service.quotas import service_quotas
-from dlsched.service.reports import REPORTS_FILE, digest, read_new_reports, write_control
+from dlsched.service.reports import digest, write_control
 from dlsched.service.round_record import decision_record, round_summary, where
+from dlsched.service.settle import WorkerSettling, reserved
+from dlsched.service.silent import SILENT, unit_speed
+from dlsched.service.silent import explanation as silent_record
+from dlsched.service.spec import JobSubmission
 from dlsched.service.store import JobRecord, Store
+from dlsched.service.waiting import waiting_reasons
 from dlsched.sim.invariants import PolicyError, check_decision
 
 log = logging.getLogger(__name__)
 
-FINISHED = ("succeeded", "failed", "cancelled")
-#: Longest a profile run may take to reach its first step before it is ended regardless.
-PROFILE_START_S = 300.0
-#: Exit code of a worker that could not find the checkpoint it was told to resume from.
-EXIT_NO_CHECKPOINT = 3
-
-
-@dataclass(frozen=True)
-class LoopOptions:
-    """How the service runs rounds."""
-
-    round_s: float
-    #: One folder per job: control.json, reports.jsonl, logs/ (every node must see it).
-    jobs_dir: Path
-    #: One folder per job's checkpoints (every node must see it).
-    checkpoint_dir: Path
-    #: Seconds a stopped worker has to checkpoint and exit before it is killed.
-    stop_grace_s: float = 30.0
-    #: A running job that reports nothing for this long (after its start-up) counts as hung: a failure.
-    hang_s: float = 300.0
-    #: Seconds a job's profile steps on each GPU type, from its first step (Sia's and Hops's profiling of
-    #: new jobs).
-    profile_s: float = 20.0
-
-
-@dataclass
-class _Memory:
-    """What the loop keeps per job between rounds, beyond the database row (rebuilt after a restart)."""
-
-    spec: JobSpec | None = None
-    new_tput: list[ThroughputObservation] = field(default_factory=list)
-    new_grad: list[GradientObservation] = field(default_factory=list)
-    last_grad: tuple[float, float] | None = None
-    last_report_s: float | None = None
-    launched_s: float | None = None
-    #: Not started again before this time: workers lost with their node may still be finishing a step and
-    #: a checkpoint; the next round reads it first, so the job resumes from the newest one.
-    hold_until: float = 0.0
-    #: Profile runs in flight: executor key -> (GPU type, global GPU id, end time).
-    profiles: dict[str, tuple[str, int, float]] = field(default_factory=dict)
-
-
-class RoundLoop:
+class RoundLoop(WorkerSettling):
     """One service's rounds over its store and executor (see the module docstring)."""
 
     def __init__(self, store: Store, executor: Executor, make_scheduler: Callable[[], Scheduler], *,
@@ -98,7 +65,7 @@ class RoundLoop:
         self.scheduler: Scheduler = make_scheduler()
         self.cluster: Cluster | None = None
         self.batches = LearnedGoodputEstimator(mode="none")
-        self.memory: dict[str, _Memory] = {}
+        self.memory: dict[str, JobMemory] = {}
         self.intake = ReportIntake(store, options.jobs_dir)
         epoch = store.meta_get("epoch_s")
         if epoch is None:
@@ -132,9 +99,13 @@ class RoundLoop:
                 continue
             world = sum(len(v) for v in job.placement.values())
             if self.executor.attach(job.id, job.incarnation, world):
-                self.memory[job.id] = _Memory(launched_s=now, last_report_s=now)
-                events.append((job.id, "reattached", f"workers of incarnation {job.incarnation} found alive "
-                               f"after the service restarted", {}))
+                self.memory[job.id] = JobMemory(launched_s=now, last_report_s=now)
+                ranks = self.executor.poll(job.id)
+                running = sum(1 for r in ranks if str(r.state) == "running")
+                said = ("found alive" if running == world else
+                        f"found, {world - running} of {world} ranks no longer running (settled this round)")
+                events.append((job.id, "reattached", f"workers of incarnation {job.incarnation} {said} after "
+                               f"the service restarted", {"running_ranks": running}))
             else:  # what they wrote before they went still counts: its newest checkpoint above all
                 up = updates[job.id] = {}
                 self.intake.catch_up(job, up, now)
@@ -193,14 +164,22 @@ class RoundLoop:
         self._account(jobs, updates, now)
         live = {k: _merged(j, updates.get(k, {})) for k, j in jobs.items()}
         live = {k: j for k, j in live.items() if j.status not in FINISHED}
-        view = self._view(live, t)
+        self._hold(live, updates, events)
+        live = {k: _merged(j, updates.get(k, {})) for k, j in live.items()}
+        view = self._view({k: j for k, j in live.items() if j.status != "held"}, t)
         if getattr(self.scheduler, "explain_collapse", False):  # every round's records in full, as committed
             self.scheduler.explain_collapse = False  # type: ignore[attr-defined]
         p0 = time.perf_counter()
         decision = self.scheduler.schedule(view)
         policy_s = time.perf_counter() - p0
         explanations = plain_records({**r, "round": self.round_no} for r in take_explanations(self.scheduler))
+        explanations += [silent_record(jv.job_id, self.round_no, t, self.scheduler.name, jv.spec)
+                         for jv in view.jobs if (m := self.memory.get(jv.job_id)) is not None and m.silent]
         self.last_policy_s = policy_s
+        young = {j for j, job in live.items() if job.status == "running" and self._young(j, now)}
+        for job_id in pin(decision, view.jobs, young, allows_packing=self.scheduler.traits.allows_packing):
+            log.info("round %d: job %s kept where it is (no move before its first step and checkpoint, "
+                     "min_run_s %g)", self.round_no, job_id, self.options.min_run_s)
         current = {k: (jv.placement, jv.batch_size) for k, jv in ((jv.job_id, jv) for jv in view.jobs) if jv.placement}
         try:
             check_decision(decision, self.cluster, {jv.job_id: jv.spec for jv in view.jobs},
@@ -213,6 +192,7 @@ class RoundLoop:
             decision.allocations = {k: _keep(jv) for k, jv in ((jv.job_id, jv) for jv in view.jobs) if jv.placement}
             decision.profiles = {}
         launches = self._apply(decision, view, live, updates, events, now)
+        self._reasons(view, decision, explanations, live, updates, launches)
         summary = round_summary(self.cluster, view, decision, policy_s, t)
         summary["round_s"] = time.perf_counter() - r0  # up to the round's commit
         consumed = self.intake.take()
@@ -224,6 +204,59 @@ class RoundLoop:
         self.round_no += 1
         self.last_round_s = now
         return summary
+
+    def refusal(self, submission: JobSubmission) -> InputError | None:
+        """Why the cluster as it stands can never hold a submission (the API's 422), or None."""
+        cluster = self.cluster
+        if cluster is None:
+            return None
+        return cluster_refusal(submission, cluster, rigid=self.scheduler.traits.rigid)
+
+    def _young(self, job_id: str, now: float) -> bool:
+        """A placed incarnation that has not yet reported a step and a checkpoint, within ``min_run_s``."""
+        mem = self.memory.get(job_id)
+        if mem is None or mem.launched_s is None or (mem.stepped and mem.checkpointed):
+            return False
+        return now - mem.launched_s < self.options.min_run_s
+
+    def _hold(self, jobs: dict[str, JobRecord], updates: dict[str, dict[str, Any]],
+              events: list[tuple[str, str, str, dict[str, Any]]]) -> None:
+        """Queued jobs the cluster as it stands can never hold wait as ``held`` (outside the scheduler's
+        view, so they block no one); held jobs it can hold again are released."""
+        for job in jobs.values():
+            if job.status not in ("queued", "held"):
+                continue
+            why = self.refusal(job.submission)
+            up = updates.setdefault(job.id, {})
+            if why is not None and job.status == "queued":
+                up.update(status="held", message=f"held: {why}")
+                events.append((job.id, "held", f"held: the cluster as it stands can never hold it: {why}", {}))
+            elif why is None and job.status == "held":
+                up.update(status="queued", message=None)
+                events.append((job.id, "released", "released: the cluster can hold it again", {}))
+
+    def _reasons(self, view: ClusterView, decision: Any, explanations: list[dict[str, Any]],
+                 jobs: dict[str, JobRecord], updates: dict[str, dict[str, Any]], launches: list[Any]) -> None:
+        """Each active job's waiting reason and its detail, written only when they changed."""
+        launched = {key for key, _spec, _c in launches}
+        starting = {j for j in decision.allocations
+                    if j in launched or not (self.memory.get(j) or JobMemory()).stepped}
+        reasons: dict[str, tuple[str | None, str | None]] = waiting_reasons(view, decision, explanations,
+                                                                            starting=starting)
+        for job_id, job in jobs.items():
+            up = updates.setdefault(job_id, {})
+            status = up.get("status", job.status)
+            if status in FINISHED:
+                reason: tuple[str | None, str | None] = (None, None)
+            elif status == "held":
+                why = str(up.get("message", job.message) or "held").removeprefix("held: ")
+                reason = (f"Held: {why}"[:200], "next: it is released when the cluster can hold it again")
+            elif job.cancel_requested:
+                reason = ("Stopping", "its cancel was asked for; next: its workers are stopped")
+            else:
+                reason = reasons.get(job_id, (None, None))
+            if reason != (job.reason, job.reason_detail):
+                up.update(reason=reason[0], reason_detail=reason[1])
 
     # -- membership ----------------------------------------------------------------------------------
     def _follow_membership(self, now: float) -> None:
@@ -240,6 +273,11 @@ class RoundLoop:
             for job_id, mem in self.memory.items():
                 tput, grad = self.store.observations(job_id)
                 mem.new_tput, mem.new_grad, mem.spec = list(tput), list(grad), None
+                if mem.silent:  # the unit speed it is valued at, for the new stages too
+                    job = self.store.job(job_id)
+                    if job is not None:
+                        mem.new_tput.extend(unit_speed(job.submission.to_job_spec(job_id, 0.0, job.user), cluster,
+                                                       now))
         self.cluster = cluster
 
     # -- what the workers did ------------------------------------------------------------------------
@@ -247,11 +285,15 @@ class RoundLoop:
                    events: list[tuple[str, str, str, dict[str, Any]]]) -> None:
         mem = self.memory.get(job.id)
         if mem is None:  # first sight since the start: replay its observations for the estimators
-            mem = self.memory[job.id] = _Memory()
+            mem = self.memory[job.id] = JobMemory()
             tput, grad = self.store.observations(job.id)
             mem.new_tput, mem.new_grad = list(tput), list(grad)
             if grad:
                 mem.last_grad = (grad[-1].grad_sqr, grad[-1].grad_var)
+            if self.store.meta_get(SILENT + job.id) is not None and self.cluster is not None:
+                mem.silent = True
+                mem.new_tput.extend(unit_speed(job.submission.to_job_spec(job.id, 0.0, job.user), self.cluster,
+                                               now))
         up = updates.setdefault(job.id, {})
         assert self.cluster is not None
         placement = membership.to_global(self.cluster, job.placement) if job.placement else Placement.empty()
@@ -268,6 +310,13 @@ class RoundLoop:
                 up["progress"] = d.progress
             if d.last_report_s is not None:
                 mem.last_report_s = now
+            mem.started_report = mem.started_report or d.started
+            if d.first_step_s is not None and not mem.stepped:
+                mem.stepped = True
+                if mem.measure_startup and mem.launched_s is not None:  # launch to first step: a restart's cost
+                    up["startup_s"] = max(0.0, d.first_step_s - mem.launched_s)
+                    mem.measure_startup = False
+            mem.checkpointed = mem.checkpointed or d.checkpointed
             if d.throughput or d.gradient:
                 self.intake.observe(job.id, d.throughput, d.gradient)
                 mem.new_tput.extend(d.throughput)
@@ -295,95 +344,9 @@ class RoundLoop:
             self._requeue(job, up, events, "lost", f"a node of its placement left the cluster; resumes from "
                           f"checkpoint step {up.get('last_checkpoint_step', job.last_checkpoint_step)}")
             return
-        self._settle_workers(job, mem, now, up, events)
-
-    def _settle_workers(self, job: JobRecord, mem: _Memory, now: float, up: dict[str, Any],
-                        events: list[tuple[str, str, str, dict[str, Any]]]) -> None:
-        ranks = self.executor.poll(job.id)
-        states = [str(r.state) for r in ranks]
-        if ranks and all(s == "running" for s in states):
-            start = mem.launched_s or now
-            quiet = now - max(mem.last_report_s or start, start)
-            if quiet > self.options.hang_s:
-                self.executor.stop([job.id], grace_s=0.0)
-                self._fail(job, up, events, f"no report for {quiet:.0f} s: hung")
-            return
-        if not ranks or "lost" in states:
-            self.executor.stop([job.id], grace_s=0.0)
-            mem.hold_until = now + 0.5 * self.options.round_s
-            self._requeue(job, up, events, "lost", f"its workers were lost (node or process gone); resumes from "
-                          f"checkpoint step {up.get('last_checkpoint_step', job.last_checkpoint_step)}")
-            return
-        codes = [r.exit_code for r in ranks if str(r.state) == "exited"]
-        if any(s == "running" for s in states):
-            if all(c == 0 for c in codes):
-                return  # ranks finishing one after another
-            self.executor.stop([job.id], grace_s=self.options.stop_grace_s)
-        self.executor.forget(job.id)
-        if any(c == EXIT_NO_CHECKPOINT for c in codes):
-            msg = up.get("message") or job.message or "its checkpoint could not be found on resume"
-            up.update(status="failed", finished_s=now, placement={}, gpus=0, gpu_type=None, message=msg)
-            events.append((job.id, "failed", f"failed: {msg}", {}))
-        elif all(c == 0 for c in codes):
-            up.update(status="succeeded", finished_s=now, placement={}, gpus=0, gpu_type=None, progress=1.0)
-            events.append((job.id, "succeeded", f"finished at step {up.get('steps_done', job.steps_done)}", {}))
-        else:
-            bad = sorted({c for c in codes if c != 0}, key=lambda c: -1 if c is None else c)
-            self._fail(job, up, events, f"a worker exited with code {bad[0]}")
-
-    def _fail(self, job: JobRecord, up: dict[str, Any], events: list[tuple[str, str, str, dict[str, Any]]],
-              why: str) -> None:
-        failures = job.failures + 1
-        limit = job.submission.max_failures
-        if failures > limit:
-            self.executor.forget(job.id)
-            up.update(status="failed", finished_s=self.clock(), placement={}, gpus=0, gpu_type=None,
-                      failures=failures, message=f"{why}; failed {failures} times (max_failures {limit})")
-            events.append((job.id, "failed", up["message"], {"failures": failures}))
-            return
-        up["failures"] = failures
-        self._requeue(job, up, events, "failure", f"{why} (failure {failures} of at most {limit}); resumes "
-                      f"from checkpoint step {up.get('last_checkpoint_step', job.last_checkpoint_step)}")
-
-    def _requeue(self, job: JobRecord, up: dict[str, Any], events: list[tuple[str, str, str, dict[str, Any]]],
-                 kind: str, message: str) -> None:
-        self.executor.forget(job.id)
-        up.update(status="queued", placement={}, gpus=0, gpu_type=None)
-        events.append((job.id, kind, message, {}))
-
-    def _settle_profiles(self, job: JobRecord, mem: _Memory, now: float, up: dict[str, Any],
-                         events: list[tuple[str, str, str, dict[str, Any]]]) -> None:
-        """Profile runs that ended (or ran their time) give the job its profiled types."""
-        if not mem.profiles:
-            if job.status == "profiling":
-                up["status"] = "queued"
-            return
-        finished = []
-        for key, (gtype, _gpu, end_s) in mem.profiles.items():
-            ranks = self.executor.poll(key)
-            # a profile's time counts from its first step: start-up (imports, data, model) measures nothing
-            reports, _ = read_new_reports(self._job_dir(job.id) / "profiles" / gtype / REPORTS_FILE, 0)
-            started = [float(r.get("time", now)) for r in reports if r.get("type") == "start"]
-            stepped = bool(started) and now - started[0] >= self.options.profile_s
-            if now >= end_s or stepped or not ranks or all(str(r.state) != "running" for r in ranks):
-                finished.append(key)
-        if finished:
-            self.executor.stop(finished, grace_s=0.0)
-        for key in finished:
-            gtype = mem.profiles.pop(key)[0]
-            self.executor.forget(key)
-            reports, _ = read_new_reports(self._job_dir(job.id) / "profiles" / gtype / REPORTS_FILE, 0)
-            d = digest(reports, incarnation=0, gpu_type=gtype, num_nodes=1, now_s=now)
-            types = tuple(sorted({*job.profiled_types, *up.get("profiled_types", ()), gtype}))
-            up["profiled_types"] = types
-            if d.throughput:
-                self.intake.observe(job.id, d.throughput, [])
-                mem.new_tput.extend(d.throughput)
-            events.append((job.id, "profiled", f"profiled on {gtype}: {len(d.throughput)} step-time reports", {}))
-        if not mem.profiles:
-            up["status"] = "queued"
-            if job.queue_entry_s is None:  # the first profile's end: the job enters the waiting queue
-                up.update(queue_entry_s=now, service_at_entry_s=job.attained_service_s)
+        since = self.last_round_s if self.last_round_s is not None else now
+        if not self._enforce_wall_time(job, now, since, up, events):
+            self._settle_workers(job, mem, now, up, events)
 
     def _account(self, jobs: dict[str, JobRecord], updates: dict[str, dict[str, Any]], now: float) -> None:
         """Charge running jobs the time since the last round (or since they started)."""
@@ -402,7 +365,7 @@ class RoundLoop:
         assert self.cluster is not None
         views = []
         for job in sorted(jobs.values(), key=lambda j: (j.submitted_s, j.id)):
-            mem = self.memory.setdefault(job.id, _Memory())
+            mem = self.memory.setdefault(job.id, JobMemory())
             if mem.spec is None:
                 mem.spec = job.submission.to_job_spec(job.id, job.submitted_s - self.epoch_s, job.user)
             spec = mem.spec
@@ -417,6 +380,7 @@ class RoundLoop:
                 start_time_s=None if job.started_s is None else job.started_s - self.epoch_s,
                 throughput_obs=mem.new_tput, gradient_obs=mem.new_grad, profiled_types=job.profiled_types,
                 profiling=bool(mem.profiles), profile_placement=held,
+                measured_startup_s=job.startup_s,
                 queue_wait_s=waiting_queue_wait_s(t + self.epoch_s, job.queue_entry_s, job.attained_service_s,
                                                   job.service_at_entry_s),
                 batch_limits=(spec.batch_size or 1, job.submission.max_batch_size or spec.batch_size or 1)
@@ -458,7 +422,7 @@ class RoundLoop:
         for job_id, (new, batch) in plans.items():
             job = jobs[job_id]
             up = updates.setdefault(job_id, {})
-            if new and self.memory.setdefault(job_id, _Memory()).hold_until > now:
+            if new and self.memory.setdefault(job_id, JobMemory()).hold_until > now:
                 continue  # lost with its node this round: placed again next round, from its newest checkpoint
             if not new:
                 if job_id in moving:
@@ -513,13 +477,24 @@ class RoundLoop:
                "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
                "DLSCHED_JOB_ID": job.id, "DLSCHED_JOB_DIR": str(job_dir), "DLSCHED_CHECKPOINT_DIR": str(ckpt),
                "DLSCHED_INCARNATION": str(incarnation), "DLSCHED_RESUME_STEP": str(resume_step),
-               "DLSCHED_BATCH_SIZE": "" if batch is None else str(batch), "DLSCHED_BATCH_SHARES": "",
-               "DLSCHED_GPU_TYPE": gtype, "DLSCHED_SLOWDOWN": f"{slowdown:.6g}", "DLSCHED_LR": "",
+               "DLSCHED_BATCH_SIZE": "" if batch is None else str(batch),
+               "DLSCHED_GPU_TYPE": gtype, "DLSCHED_SLOWDOWN": f"{slowdown:.6g}",
                "PYTHONUNBUFFERED": "1", **(extra or {})}
         return LaunchSpec(job_id=job.id if job_dir == self._job_dir(job.id) else f"{job.id}.{job_dir.name}",
-                          incarnation=incarnation, command=job.submission.command,
+                          incarnation=incarnation, command=rank_command(job.submission.command),
                           working_dir=job.submission.working_dir, env=env,
-                          ranks=membership.ranks_of(self.cluster, placement), job_dir=job_dir)
+                          ranks=membership.ranks_of(self.cluster, placement), job_dir=job_dir,
+                          run_as=self._run_as(job.user), max_log_bytes=self.options.max_log_bytes,
+                          **reserved(job.submission))
+
+    def _run_as(self, user: str) -> str | None:
+        """The OS account the jobs of ``user`` run as (None: the service's; dlsched.service.isolation)."""
+        isolation = self.options.isolation
+        if isolation is None or isolation.mode == "none":
+            return None
+        os_user = next((u.os_user for u in self.store.users() if u.name == user), None)
+        account = isolation.account_for(os_user)
+        return None if account is None else account.name
 
     def _profile_launches(self, job: JobRecord, placement: Placement, updates: dict[str, dict[str, Any]],
                           events: list[tuple[str, str, str, dict[str, Any]]],
@@ -527,7 +502,7 @@ class RoundLoop:
         """One short single-GPU run per GPU type of the profile placement, in folders of their own (their
         checkpoints never mix with the job's)."""
         assert self.cluster is not None
-        mem = self.memory.setdefault(job.id, _Memory())
+        mem = self.memory.setdefault(job.id, JobMemory())
         out = []
         firsts = self.cluster.first_gpu_of_each_type(placement.gpus)
         for gtype, g in firsts.items():
@@ -543,8 +518,11 @@ class RoundLoop:
         return out
 
     def _launch(self, key: str, spec: Any, control: dict[str, Any], now: float) -> None:
-        write_control(spec.job_dir, incarnation=control["incarnation"], batch_size=control["batch_size"], stop=False)
-        try:
+        try:  # the job's folders made its account's (dlsched.service.isolation), then its control file
+            account = None if spec.run_as is None else lookup(spec.run_as, field="os_user")
+            prepare_job(self.options.jobs_dir, spec.job_dir, Path(spec.env["DLSCHED_CHECKPOINT_DIR"]), account)
+            write_control(spec.job_dir, incarnation=control["incarnation"], batch_size=control["batch_size"],
+                          stop=False)
             self.executor.launch(spec)
         except Exception as exc:  # the job waits for the next round, as after a crash
             job_id = key.split(".", 1)[0]
@@ -556,14 +534,13 @@ class RoundLoop:
                 self.store.update_job(job_id, status="queued", placement={}, gpus=0, gpu_type=None)
             self.store.add_event(job_id, "start-failed", f"could not start: {exc}", now_s=now)
             return
-        mem = self.memory.setdefault(key.split(".", 1)[0], _Memory())
+        mem = self.memory.setdefault(key.split(".", 1)[0], JobMemory())
         if "." not in key:
             mem.launched_s, mem.last_report_s = now, now
+            mem.stepped = mem.checkpointed = mem.started_report = False
+            mem.measure_startup = True
 
     # -- helpers ---------------------------------------------------------------------------------------
-    def _job_dir(self, job_id: str) -> Path:
-        return self.options.jobs_dir / job_id
-
     def _slowdown(self, node_name: str) -> float:
         for n in self.executor.nodes():
             if n.name == node_name:

@@ -24,6 +24,11 @@ class User(Base):
     team: Mapped[str | None] = mapped_column(String(64))
     admin: Mapped[bool] = mapped_column(Boolean, default=False)
     created_s: Mapped[float] = mapped_column(Float)
+    #: When ``dlsched serve user remove`` removed the user (None: active). The row stays, since the user's
+    #: jobs name it; the name is never given to anyone else.
+    removed_s: Mapped[float | None] = mapped_column(Float)
+    #: The OS account the user's jobs run as (None: the service's job account; dlsched.service.isolation).
+    os_user: Mapped[str | None] = mapped_column(String(32))
 
 
 class Token(Base):
@@ -81,6 +86,10 @@ class Job(Base):
     #: Unix time the job entered the waiting queue (its first profile's end; None before) and its service then.
     queue_entry_s: Mapped[float | None] = mapped_column(Float)
     service_at_entry_s: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    #: Why the job waits (Slurm's REASON) and the detail; the measured start-up of its last incarnation.
+    reason: Mapped[str | None] = mapped_column(String(200))
+    reason_detail: Mapped[str | None] = mapped_column(Text)
+    startup_s: Mapped[float | None] = mapped_column(Float)
 
 
 class Event(Base):
@@ -141,6 +150,34 @@ class Observation(Base):
     kind: Mapped[str] = mapped_column(String(16))
     time_s: Mapped[float] = mapped_column(Float)
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class IdempotencyKey(Base):
+    """The job a user's ``Idempotency-Key`` created (unique per user), written with the job itself."""
+
+    __tablename__ = "idempotency_keys"
+
+    user: Mapped[str] = mapped_column(String(64), ForeignKey("users.name", ondelete="CASCADE"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(128), primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id", ondelete="CASCADE"))
+    created_s: Mapped[float] = mapped_column(Float)
+
+
+class Audit(Base):
+    """Who did what to the service, and when: a submission, a cancel, a quota set, a user added or removed,
+    a token rotated or revoked, a reconfiguration. Written in the same transaction as the action, so the
+    trail names exactly what the database holds."""
+
+    __tablename__ = "audit"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    time_s: Mapped[float] = mapped_column(Float, index=True)
+    #: the dlsched user (API) or ``os:<account>`` (a ``dlsched serve`` subcommand run on the host)
+    actor: Mapped[str] = mapped_column(String(80), index=True)
+    action: Mapped[str] = mapped_column(String(32))
+    #: what it acted on: a job id, a user, ``team:<name>``, the state
+    target: Mapped[str | None] = mapped_column(String(200))
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
 class Meta(Base):

@@ -44,8 +44,31 @@ class ServeOptions(BaseModel):
     checkpoint_dir: Path | None = None
     round_s: Annotated[float, Field(ge=1.0, le=86400.0)] = 10.0
     executor: Literal["ray", "dry-run"] = "ray"
+    #: seconds a stopped job's workers have to write their stop checkpoint and exit before SIGKILL
+    stop_grace_s: Annotated[float, Field(ge=0.0, le=3600.0)] = 60.0
+    #: a placed incarnation is not moved or resized before it has reported its first step and a checkpoint,
+    #: or this many seconds have passed
+    min_run_s: Annotated[float, Field(ge=0.0, le=86400.0)] = 30.0
+    #: the largest request body the API reads (KiB; a larger one is refused with 413 before it is read)
+    max_body_kb: Annotated[int, Field(ge=1, le=1024 * 1024)] = 1024
+    #: requests per second per token the API serves (twice that at once); 429 beyond
+    rate_per_s: Annotated[float, Field(ge=1.0, le=1e6)] = 200.0
+    #: folders jobs may run in (``working_dir`` under one of them); empty: the host's home folders and
+    #: ``STATE/uploads`` (:mod:`dlsched.service.confine`)
+    allow_dir: list[Path] = []
+    #: who jobs run as (:mod:`dlsched.service.isolation`): ``auto`` (their own accounts when the service
+    #: runs as root, else the service's), ``accounts`` (refuse to start without root) or ``none``
+    isolation: Literal["auto", "accounts", "none"] = "auto"
+    #: the OS account jobs of users without an ``--os-user`` run as (created when missing)
+    job_user: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")] = "dlsched-job"
+    #: serve more than one user although jobs run as the service's own account (isolation ``none``)
+    allow_shared_account: bool = False
+    #: the MiB each rank's log may hold, current and rotated part together
+    max_log_mb: Annotated[int, Field(ge=1, le=1024 * 1024)] = 1024
+    #: accept flags that differ from the configuration the state was created with (and record the change)
+    reconfigure: bool = False
 
-    @field_validator("round_s")
+    @field_validator("round_s", "stop_grace_s", "min_run_s")
     @classmethod
     def _finite(cls, value: float) -> float:
         if not math.isfinite(value):

@@ -13,11 +13,13 @@ from dlsched.core.view import GradientObservation, ThroughputObservation
 from dlsched.service.spec import JobSubmission
 
 #: Every status a service job can have, in the order a job passes through them.
-STATUSES = ("queued", "profiling", "running", "succeeded", "failed", "cancelled")
-#: Statuses of jobs the round loop still schedules.
-ACTIVE_STATUSES = ("queued", "profiling", "running")
+STATUSES = ("queued", "held", "profiling", "running", "succeeded", "failed", "cancelled", "timeout")
+#: Statuses of jobs the round loop still schedules (``held``: no configuration of the cluster as it stands
+#: can hold the job; it waits outside the scheduler's view, blocking no one, until capacity returns).
+ACTIVE_STATUSES = ("queued", "held", "profiling", "running")
 #: Statuses a job never leaves.
-FINISHED_STATUSES = ("succeeded", "failed", "cancelled")
+#: (``timeout``: stopped at its ``wall_time_s``, checkpointed, as Slurm's TIMEOUT.)
+FINISHED_STATUSES = ("succeeded", "failed", "cancelled", "timeout")
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,8 @@ class UserRecord:
     name: str
     team: str | None
     admin: bool
+    #: The OS account the user's jobs run as (None: the service's job account).
+    os_user: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,12 @@ class JobRecord:
     #: and its attained service then: its latency ratio counts the wait from there (Hops section 3.1).
     queue_entry_s: float | None = None
     service_at_entry_s: float = 0.0
+    #: Why the job is where it is, in Slurm's REASON terms (``Resources``, ``Priority``, ``Quota``,
+    #: ``Profiling``, ``Held: <why>``, ``Starting``, ``Stopping``; empty while it runs), and the detail.
+    reason: str | None = None
+    reason_detail: str | None = None
+    #: The start-up its last measured incarnation took: launch to its first step (seconds).
+    startup_s: float | None = None
 
     @property
     def finished(self) -> bool:

@@ -9,6 +9,7 @@ report. A line that is not JSON (a worker killed mid-write leaves at most one) i
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,11 @@ class ReportDigest:
     done: bool = False
     stopped: bool = False
     error: str | None = None
+    #: The current incarnation wrote a checkpoint in these reports.
+    checkpointed: bool = False
+    #: Unix time the current incarnation's first reported step began (its first ``progress`` report's time
+    #: less the steps it covers), when these reports hold it: the end of the incarnation's start-up.
+    first_step_s: float | None = None
     throughput: list[ThroughputObservation] = field(default_factory=list)
     gradient: list[GradientObservation] = field(default_factory=list)
     #: (kind, message, data) for the job's event log.
@@ -72,6 +78,7 @@ def digest(reports: list[dict[str, Any]], *, incarnation: int, gpu_type: str | N
         when = float(r.get("time", now_s))
         if kind == "checkpoint" and isinstance(r.get("step"), int):
             d.last_checkpoint_step = max(d.last_checkpoint_step or 0, int(r["step"]))
+            d.checkpointed = d.checkpointed or current
             continue
         if not current:
             continue
@@ -82,6 +89,8 @@ def digest(reports: list[dict[str, Any]], *, incarnation: int, gpu_type: str | N
                              f"on {r.get('world_size', '?')} workers, batch {r.get('batch_size')}",
                              {"resumed_step": r.get("resumed_step", 0)}))
         elif kind == "progress":
+            if d.first_step_s is None:
+                d.first_step_s = _first_step_began(r, when)
             _progress(d, r, gpu_type=gpu_type, num_nodes=num_nodes, when=when)
         elif kind == "done":
             d.done = True
@@ -93,6 +102,14 @@ def digest(reports: list[dict[str, Any]], *, incarnation: int, gpu_type: str | N
             d.error = str(r.get("message", "error"))
             d.events.append(("error", d.error, {}))
     return d
+
+
+def _first_step_began(r: dict[str, Any], when: float) -> float:
+    """When the first step a ``progress`` report covers began: its time less its steps' mean step time."""
+    first, last, step_s = r.get("first_step"), r.get("last_step"), r.get("step_time_s")
+    if isinstance(first, int) and isinstance(last, int) and isinstance(step_s, int | float) and step_s > 0:
+        return when - max(1, last - first + 1) * float(step_s)
+    return when
 
 
 def _progress(d: ReportDigest, r: dict[str, Any], *, gpu_type: str | None, num_nodes: int, when: float) -> None:
@@ -118,4 +135,8 @@ def write_control(job_dir: Path, *, incarnation: int, batch_size: int | None, st
     job_dir.mkdir(parents=True, exist_ok=True)
     tmp = job_dir / f".{CONTROL_FILE}.tmp"
     tmp.write_text(json.dumps({"incarnation": incarnation, "batch_size": batch_size, "stop": stop}))
+    group = job_dir.stat().st_gid
+    if group != os.getegid():  # the folder is the job account's group's (dlsched.service.isolation): it reads
+        os.chown(tmp, -1, group)
+        os.chmod(tmp, 0o640)
     tmp.replace(job_dir / CONTROL_FILE)

@@ -55,7 +55,8 @@ def run_workload(options: ServeOptions, workload: Sequence[TimedSubmission], *,
     loop = RoundLoop(store, executor, lambda: service_scheduler(options),
                      cluster_name=cluster_name,
                      options=LoopOptions(round_s=options.round_s, jobs_dir=state / "jobs",
-                                         checkpoint_dir=checkpoint_dir))
+                                         checkpoint_dir=checkpoint_dir, stop_grace_s=options.stop_grace_s,
+                                         min_run_s=options.min_run_s))
     pending = sorted(workload, key=lambda w: w.at_s)
     ids: list[str] = []
     start = time.monotonic()

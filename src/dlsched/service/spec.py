@@ -14,9 +14,15 @@ adaptivity         gpus                                        the JobSpec
 ``rigid``          an integer                                  RIGID on exactly that many GPUs
 ``per-gpu-batch``  an integer or a requirement set ``[1, 2]``  ``per_gpu_batch`` with ``gpu_counts`` (Hops):
                                                                STRONG_SCALING with several counts, else RIGID
+``elastic``        ``{min, max}`` or an integer n (1..n)       STRONG_SCALING between the bounds: the GPU count
+                                                               changes only by a restart, never the batch
+                                                               (``torchrun --nnodes=MIN:MAX``'s elasticity)
 ``adaptive``       ``{min, max}``, an integer n (1..n) or a    ADAPTIVE between the bounds, starting at the
                    requirement set                             smallest (Pollux and Sia start jobs small)
 =================  ==========================================  ==============================================
+
+``rigid`` and ``elastic`` jobs may be plain scripts that know nothing of dlsched (docs/train.md): each rank
+gets torchrun's environment, and ``command: torchrun --nproc-per-node N script.py`` runs as N ranks.
 """
 
 from __future__ import annotations
@@ -37,7 +43,15 @@ MAX_GPUS = 1024
 MAX_BATCH = 1_000_000
 
 GpuCount = Annotated[int, Field(ge=1, le=MAX_GPUS, strict=True)]
-_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+#: Variables the service sets for every rank (docs/service.md, "The worker protocol"): a job may not set
+#: them, since they say which job, folder, checkpoint and rank a process is (the service's values would
+#: win anyway; a refusal says so instead of dropping the job's silently).
+RESERVED_ENV = frozenset({
+    "DLSCHED_JOB_ID", "DLSCHED_JOB_DIR", "DLSCHED_CHECKPOINT_DIR", "DLSCHED_INCARNATION", "DLSCHED_RESUME_STEP",
+    "DLSCHED_BATCH_SIZE", "DLSCHED_BATCH_SHARES", "DLSCHED_GPU_TYPE", "DLSCHED_SLOWDOWN", "DLSCHED_LR",
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "PATH",
+    "PYTHONUNBUFFERED"})
 
 
 class GpuRange(BaseModel):
@@ -45,8 +59,8 @@ class GpuRange(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    min: GpuCount
-    max: GpuCount
+    min: Annotated[GpuCount, Field(description="The fewest GPUs the job runs on (it starts there).")]
+    max: Annotated[GpuCount, Field(description="The most GPUs the scheduler may give the job.")]
 
     @model_validator(mode="after")
     def _ordered(self) -> GpuRange:
@@ -60,8 +74,9 @@ class Resources(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    cpus_per_worker: Annotated[float, Field(gt=0, le=256)] = 1.0
-    memory_gb_per_worker: Annotated[float, Field(gt=0, le=4096)] = 4.0
+    cpus_per_worker: Annotated[float, Field(gt=0, le=256, description="CPUs each worker (rank) needs.")] = 1.0
+    memory_gb_per_worker: Annotated[float, Field(gt=0, le=4096,
+                                                 description="Memory in GB each worker (rank) needs.")] = 4.0
 
 
 class JobSubmission(BaseModel):
@@ -69,22 +84,54 @@ class JobSubmission(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")]
+    name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$",
+                               description="The job's name, shown by `dlsched jobs` (not unique: the id is).")]
     command: Annotated[str, Field(min_length=1, max_length=10_000,
-                                  description="Run by /bin/sh -c in working_dir.")]
+                                  description="Run by /bin/sh -c in working_dir, once per rank.")]
     working_dir: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^/",
-                                      description="An absolute path.")]
-    env: Annotated[dict[str, Annotated[str, Field(max_length=10_000)]], Field(max_length=256)] = {}
-    gpus: GpuCount | Annotated[list[GpuCount], Field(min_length=1, max_length=64)] | GpuRange
-    gpu_types: Annotated[list[str], Field(max_length=32)] = []
-    adaptivity: Literal["rigid", "per-gpu-batch", "adaptive"] = "rigid"
-    batch_size: Annotated[int, Field(ge=1, le=MAX_BATCH, strict=True)] | None = None
-    max_batch_size: Annotated[int, Field(ge=1, le=MAX_BATCH, strict=True)] | None = None
-    model: Annotated[str, Field(min_length=1, max_length=64)] | None = None
-    deadline_s: Annotated[float, Field(gt=0, le=10 * 365 * 86400.0)] | None = None
-    priority: Annotated[float, Field(gt=0, le=1e6)] = 1.0
-    max_failures: Annotated[int, Field(ge=0, le=100, strict=True)] = 3
-    resources: Resources | None = None
+                                      description="The folder the command runs in: an absolute path (`dlsched "
+                                                  "submit` makes a relative one absolute from the spec file's "
+                                                  "folder, the default).")]
+    env: Annotated[dict[str, Annotated[str, Field(max_length=10_000)]],
+                   Field(max_length=256, description="Environment variables set for every rank.")] = {}
+    gpus: Annotated[GpuCount | Annotated[list[GpuCount], Field(min_length=1, max_length=64)] | GpuRange,
+                    Field(description="How many GPUs: an integer, an ascending list of counts (a requirement "
+                                      "set) or {min, max}; what each means depends on adaptivity.")]
+    gpu_types: Annotated[list[str], Field(max_length=32, description="The GPU types the job may run on "
+                                          "(empty: any); a misspelt type is refused with a suggestion.")] = []
+    adaptivity: Annotated[Literal["rigid", "elastic", "per-gpu-batch", "adaptive"],
+                          Field(description="What the scheduler may change: nothing (rigid), the GPU count by "
+                                            "a restart, never the batch (elastic: torchrun's elasticity), the "
+                                            "GPU count with a fixed per-GPU batch (per-gpu-batch), or the GPU "
+                                            "count and the global batch (adaptive, for dlsched.train "
+                                            "scripts).")] = "rigid"
+    batch_size: Annotated[Annotated[int, Field(ge=1, le=MAX_BATCH, strict=True)] | None,
+                          Field(description="per-gpu-batch: the batch per GPU (required); adaptive: the "
+                                            "initial global batch (required); rigid: the batch the "
+                                            "estimators assume (optional).")] = None
+    max_batch_size: Annotated[Annotated[int, Field(ge=1, le=MAX_BATCH, strict=True)] | None,
+                              Field(description="adaptive only: the largest global batch the scheduler may "
+                                                "choose (at least batch_size).")] = None
+    model: Annotated[Annotated[str, Field(min_length=1, max_length=64)] | None,
+                     Field(description="The name the simulator's world and the estimators know the job by "
+                                       "(e.g. resnet, transformer: the throughput and noise-scale models "
+                                       "a policy starts from); default: the job's name.")] = None
+    deadline_s: Annotated[Annotated[float, Field(gt=0, le=10 * 365 * 86400.0)] | None,
+                          Field(description="Seconds after submission by which the job should end (for "
+                                            "deadline-aware policies).")] = None
+    priority: Annotated[float, Field(gt=0, le=1e6, description="The job's weight for policies that "
+                                     "weigh jobs (higher: more).")] = 1.0
+    max_failures: Annotated[int, Field(ge=0, le=100, strict=True,
+                                       description="Crashes of the job's command before it is failed "
+                                                   "(each one restarts it from its last checkpoint).")] = 3
+    resources: Annotated[Resources | None,
+                         Field(description="What each worker needs besides its GPU: reserved on its node, and "
+                                           "its memory enforced (over it, the job fails).")] = None
+    #: Slurm's time limit: once the job has run this long (its attained service), it is stopped with a
+    #: checkpoint and ends ``timeout``.
+    wall_time_s: Annotated[Annotated[float, Field(gt=0, le=10 * 365 * 86400.0)] | None,
+                           Field(description="Seconds the job may run (not counting its waits): then it is "
+                                             "stopped, checkpointed, and ends 'timeout'.")] = None
 
     @field_validator("name", "command", "working_dir", "model")
     @classmethod
@@ -105,23 +152,24 @@ class JobSubmission(BaseModel):
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
         for key, text in value.items():
             if not _ENV_KEY.match(key):
-                raise ValueError(f"{key!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+                raise ValueError(f"{key!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*, at most "
+                                 "128 characters)")
+            if key in RESERVED_ENV:
+                raise ValueError(f"{key} is set by the service for every rank and cannot be given")
             _check_text(text)
         return value
 
     @field_validator("gpu_types")
     @classmethod
     def _known_types(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if name not in KNOWN_GPU_TYPES:
-                close = difflib.get_close_matches(name, KNOWN_GPU_TYPES, n=1)
-                hint = f"; did you mean '{close[0]}'?" if close else f" (known: {', '.join(sorted(KNOWN_GPU_TYPES))})"
-                raise ValueError(f"unknown GPU type '{name}'{hint}")
+        unknown = [problem for name in value if (problem := gpu_type_problem(name)) is not None]
+        if unknown:  # every misspelt type at once, each with its suggestion
+            raise ValueError("; ".join(unknown))
         if len(set(value)) != len(value):
             raise ValueError("lists a GPU type twice")
         return value
 
-    @field_validator("deadline_s", "priority")
+    @field_validator("deadline_s", "priority", "wall_time_s")
     @classmethod
     def _finite(cls, value: float | None) -> float | None:
         if value is not None and not math.isfinite(value):
@@ -130,24 +178,33 @@ class JobSubmission(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSubmission:
-        gpus = self.gpus
+        problems = self._cross_field_problems()
+        if problems:  # the first is the error; `dlsched spec check` lists them all (``also``)
+            problems[0].also = problems
+            raise problems[0]
+        return self
+
+    def _cross_field_problems(self) -> list[_FieldError]:
+        gpus, problems = self.gpus, []
         if isinstance(gpus, list) and any(b <= a for a, b in zip(gpus, gpus[1:], strict=False)):
-            raise _FieldError("gpus", "a requirement set must be ascending without repeats, e.g. [1, 2, 4]")
+            problems.append(_FieldError("gpus", "a requirement set must be ascending without repeats, e.g. [1, 2, 4]"))
         if self.adaptivity == "rigid" and not isinstance(gpus, int):
-            raise _FieldError("gpus", "a rigid job needs an integer GPU count")
+            problems.append(_FieldError("gpus", "a rigid job needs an integer GPU count"))
         if self.adaptivity == "per-gpu-batch":
             if isinstance(gpus, GpuRange):
-                raise _FieldError("gpus", "a per-gpu-batch job needs an integer or a list of GPU counts")
+                problems.append(_FieldError("gpus", "a per-gpu-batch job needs an integer or a list of GPU counts"))
             if self.batch_size is None:
-                raise _FieldError("batch_size", "a per-gpu-batch job needs its per-GPU batch size")
+                problems.append(_FieldError("batch_size", "a per-gpu-batch job needs its per-GPU batch size"))
+        if self.adaptivity == "elastic" and isinstance(gpus, list):
+            problems.append(_FieldError("gpus", "an elastic job needs {min: N, max: M} or an integer (1..n)"))
         if self.adaptivity == "adaptive" and self.batch_size is None:
-            raise _FieldError("batch_size", "an adaptive job needs its initial (global) batch size")
+            problems.append(_FieldError("batch_size", "an adaptive job needs its initial (global) batch size"))
         if self.max_batch_size is not None:
             if self.adaptivity != "adaptive":
-                raise _FieldError("max_batch_size", "only an adaptive job may give max_batch_size")
+                problems.append(_FieldError("max_batch_size", "only an adaptive job may give max_batch_size"))
             if self.batch_size is not None and self.max_batch_size < self.batch_size:
-                raise _FieldError("max_batch_size", f"must be at least batch_size ({self.batch_size})")
-        return self
+                problems.append(_FieldError("max_batch_size", f"must be at least batch_size ({self.batch_size})"))
+        return problems
 
     def gpu_bounds(self) -> tuple[int, int, tuple[int, ...]]:
         """The smallest and largest GPU count the job accepts, and its requirement set (empty: a range)."""
@@ -156,7 +213,7 @@ class JobSubmission(BaseModel):
             return gpus.min, gpus.max, ()
         if isinstance(gpus, list):
             return gpus[0], gpus[-1], tuple(gpus)
-        if self.adaptivity == "adaptive":
+        if self.adaptivity in ("adaptive", "elastic"):
             return 1, gpus, ()
         return gpus, gpus, (gpus,) if self.adaptivity == "per-gpu-batch" else ()
 
@@ -175,8 +232,20 @@ class JobSubmission(BaseModel):
             return JobSpec(num_gpus=median, min_gpus=counts[0], max_gpus=counts[-1],
                            adaptivity=Adaptivity.STRONG_SCALING if len(counts) > 1 else Adaptivity.RIGID,
                            gpu_counts=counts, per_gpu_batch=True, **common)
+        if self.adaptivity == "elastic":
+            return JobSpec(num_gpus=low, min_gpus=low, max_gpus=high, adaptivity=Adaptivity.STRONG_SCALING,
+                           **common)
         return JobSpec(num_gpus=low, min_gpus=low, max_gpus=high, adaptivity=Adaptivity.ADAPTIVE,
                        gpu_counts=counts, **common)
+
+
+def gpu_type_problem(name: str) -> str | None:
+    """Why ``name`` is not a GPU type, with the one most likely meant; None for a known type."""
+    if name in KNOWN_GPU_TYPES:
+        return None
+    close = difflib.get_close_matches(name, KNOWN_GPU_TYPES, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else f" (known: {', '.join(sorted(KNOWN_GPU_TYPES))})"
+    return f"unknown GPU type '{name}'{hint}"
 
 
 def _check_text(value: str) -> None:
@@ -196,12 +265,18 @@ class _FieldError(ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.reason = message
+        #: Every cross-field problem found with this one (this one first).
+        self.also: list[_FieldError] = [self]
 
 
 def describe_error(exc: ValidationError) -> tuple[str, str]:
     """The first problem of a pydantic error as (field path, message), e.g. ``("resources.cpus_per_worker",
     "Input should be greater than 0")``; a cross-field check names its own field."""
-    errors = exc.errors(include_url=False)
+    return describe_line_errors(exc.errors(include_url=False))
+
+
+def describe_line_errors(errors: list[Any]) -> tuple[str, str]:
+    """:func:`describe_error` of pydantic's error records (``exc.errors()``, or those of one field)."""
     # a union (gpus) reports one error per member it tried: the member of the input's own type says more
     # than "Input should be a valid integer"
     error = next((e for e in errors if not str(e["type"]).endswith("_type")), errors[0])

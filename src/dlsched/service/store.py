@@ -14,9 +14,8 @@ Alembic migrations in ``migrations/``, run at open.
 
 from __future__ import annotations
 
-import hashlib
-import re
-import secrets
+import logging
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -38,13 +37,16 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
 
 from dlsched.core import GradientObservation, InputError, ThroughputObservation
 from dlsched.service import models as m
+from dlsched.service.accounts import Accounts, cancel_in, hash_token, record
+from dlsched.service.accounts import check_name as _check_name
 from dlsched.service.records import (
     ACTIVE_STATUSES,
+    FINISHED_STATUSES,
     STATUSES,
     ConsumedReports,
     EventRecord,
@@ -56,27 +58,20 @@ from dlsched.service.spec import JobSubmission
 
 __all__ = ["EventRecord", "JobRecord", "QuotaRecord", "Store", "UserRecord", "hash_token", "migrate"]
 
+_log = logging.getLogger("dlsched.service")
 #: How long a SQLite writer waits for another's lock before giving up (milliseconds).
 SQLITE_BUSY_MS = 30_000
 #: The key PostgreSQL's advisory lock takes while migrating, so two services starting at once queue.
 _MIGRATION_LOCK = 0x646C7363
-_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: Meta key prefix of the bytes of a job's ``reports.jsonl`` consumed (committed with what they caused).
 REPORTS_OFFSET = "reports_offset:"
+#: The meta row ``/healthz``'s write probe rewrites, and how long a good probe is trusted (seconds).
+PROBE_KEY = "health_probe"
+PROBE_EVERY_S = 5.0
 
 #: Columns :meth:`Store.update_job` may set, by JobRecord field name.
 _UPDATABLE = frozenset(f for f in JobRecord.__dataclass_fields__ if f not in ("id", "user"))
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def _check_name(value: str, field: str) -> str:
-    if not isinstance(value, str) or not _NAME.match(value):
-        raise InputError(f"must be 1 to 64 of the characters A-Z a-z 0-9 . _ -, got {value!r}", field=field)
-    return value
 
 
 def migrate(engine: Engine) -> None:
@@ -102,8 +97,9 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
-class Store:
-    """Users, tokens, quotas, jobs, events, rounds, telemetry, observations and meta, in one database."""
+class Store(Accounts):
+    """Users, tokens, quotas, jobs, events, rounds, telemetry, observations, the audit trail and meta, in one
+    database (users, tokens and the audit trail: :class:`dlsched.service.accounts.Accounts`)."""
 
     def __init__(self, url: str) -> None:
         try:
@@ -125,6 +121,10 @@ class Store:
             raise InputError(f"not a database URL: {exc}", field="database") from None
         self.url = parsed.render_as_string(hide_password=True)
         self._engine = engine
+        #: The last write that failed for the database's sake (time, reason), None once one succeeds again.
+        self.write_failure: tuple[float, str] | None = None
+        self._probed_at = float("-inf")
+        self._probe_lock = threading.Lock()
         try:
             migrate(engine)
         except OperationalError as exc:
@@ -154,9 +154,30 @@ class Store:
 
     @contextmanager
     def _write(self) -> Iterator[Session]:
-        """A session whose transaction commits when the block ends (rolls back on an exception)."""
-        with Session(self._engine) as session, session.begin():
-            yield session
+        """A session whose transaction commits when the block ends (rolls back on an exception). A write
+        the database refused (disk full, read-only, gone) is remembered for ``/healthz``; the next write that
+        commits clears it."""
+        try:
+            with Session(self._engine) as session, session.begin():
+                yield session
+        except (OperationalError, DatabaseError) as exc:
+            if not isinstance(exc, IntegrityError) and not _busy(exc):
+                self._write_failed(exc)
+            raise
+        self._write_succeeded()
+
+    def _write_failed(self, exc: Exception) -> None:
+        """Remember a refused write (and log the first of a run of them: the operator learns the cause once,
+        not once per request)."""
+        if self.write_failure is None:
+            _log.warning("the database refused a write: %s", _reason(exc),
+                         extra={"event": "database-write-failed", "fields": {"cause": _reason(exc)}})
+        self.write_failure = (time.time(), _reason(exc))
+
+    def _write_succeeded(self) -> None:
+        if self.write_failure is not None:
+            _log.warning("the database takes writes again", extra={"event": "database-writes-again", "fields": {}})
+        self.write_failure = None
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
@@ -168,45 +189,50 @@ class Store:
         with self._read() as s:
             s.execute(text("SELECT 1"))
 
-    # users and tokens
-
-    def add_user(self, name: str, *, team: str | None = None, admin: bool = False) -> str:
-        """Create a user and return their first token (shown once: only its hash is kept)."""
-        _check_name(name, "name")
-        if team is not None:
-            _check_name(team, "team")
-        token = secrets.token_urlsafe(32)
+    def write_health(self) -> tuple[float, str] | None:
+        """Whether the database takes writes: None when it does, else (since when, why). A write that failed
+        is probed again at once (so a freed disk reads as healthy at the next call); otherwise one cheap
+        write of a meta row every :data:`PROBE_EVERY_S` seconds, waiting at most a quarter second for a lock
+        (a lock held by the round loop is busy, not broken)."""
+        if self.write_failure is None and time.monotonic() - self._probed_at < PROBE_EVERY_S:
+            return None
+        if not self._probe_lock.acquire(blocking=False):  # another request probes right now
+            return self.write_failure
         try:
-            with self._write() as s:
-                s.execute(insert(m.User).values(name=name, team=team, admin=admin, created_s=time.time()))
-                s.execute(insert(m.Token).values(user=name, sha256=hash_token(token), created_s=time.time()))
-        except IntegrityError:
-            raise InputError(f"a user named {name!r} exists already", field="name") from None
-        return token
+            self._probe()
+            self._probed_at = time.monotonic()
+        except (OperationalError, DatabaseError) as exc:
+            if not isinstance(exc, IntegrityError) and not _busy(exc):
+                self._write_failed(exc)
+        finally:
+            self._probe_lock.release()
+        return self.write_failure
 
-    def add_token(self, user: str) -> str:
-        token = secrets.token_urlsafe(32)
-        try:
-            with self._write() as s:
-                s.execute(insert(m.Token).values(user=user, sha256=hash_token(token), created_s=time.time()))
-        except IntegrityError:
-            raise InputError(f"no user named {user!r}", field="user") from None
-        return token
-
-    def user_by_token(self, token: str) -> UserRecord | None:
-        with self._read() as s:
-            row = s.execute(select(m.User).join(m.Token, m.Token.user == m.User.name)
-                            .where(m.Token.sha256 == hash_token(token))).scalar_one_or_none()
-            return None if row is None else UserRecord(row.name, row.team, bool(row.admin))
-
-    def users(self) -> list[UserRecord]:
-        with self._read() as s:
-            return [UserRecord(u.name, u.team, bool(u.admin))
-                    for u in s.execute(select(m.User).order_by(m.User.name)).scalars()]
+    def _probe(self) -> None:
+        with self._engine.connect() as conn:
+            sqlite = conn.dialect.name == "sqlite"
+            if sqlite:
+                conn.exec_driver_sql("PRAGMA busy_timeout=250")
+                conn.commit()  # the PRAGMA's autobegun transaction, so the probe's own can begin
+            try:
+                with conn.begin():
+                    if not sqlite:
+                        conn.exec_driver_sql("SET LOCAL lock_timeout = '250ms'")
+                    now = f"{time.time():.3f}"
+                    changed = conn.execute(update(m.Meta).where(m.Meta.key == PROBE_KEY).values(value=now))
+                    if not changed.rowcount:
+                        conn.execute(insert(m.Meta).values(key=PROBE_KEY, value=now))
+            finally:
+                if sqlite:
+                    conn.rollback()
+                    conn.exec_driver_sql(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
+                    conn.commit()
+        self._write_succeeded()
 
     # quotas
 
-    def set_quota(self, kind: str, name: str, gpus: int, borrowing_limit: int | None = None) -> None:
+    def set_quota(self, kind: str, name: str, gpus: int, borrowing_limit: int | None = None, *,
+                  actor: str | None = None) -> None:
         """Set (or replace) the GPU quota of a user or a team."""
         if kind not in ("user", "team"):
             raise InputError(f"must be 'user' or 'team', got {kind!r}", field="kind")
@@ -222,6 +248,7 @@ class Store:
         with self._write() as s:
             s.execute(delete(m.Quota).where(m.Quota.kind == kind, m.Quota.name == name))
             s.execute(insert(m.Quota).values(kind=kind, name=name, gpus=gpus, borrowing_limit=borrowing_limit))
+            record(s, actor, "quota-set", f"{kind}:{name}", {"gpus": gpus, "borrowing_limit": borrowing_limit})
 
     def quotas(self) -> list[QuotaRecord]:
         with self._read() as s:
@@ -232,23 +259,37 @@ class Store:
 
     def add_job(self, user: str, submission: JobSubmission, now_s: float) -> JobRecord:
         """Store a submitted job as ``queued`` with a ``submitted`` event; committed when this returns."""
-        with self._write() as s:
-            try:
-                seq = s.execute(insert(m.Job).values(
-                    user=user, name=submission.name, submission=submission.model_dump(mode="json"),
-                    status="queued", submitted_s=now_s, gpus=0, placement={}, incarnation=0, steps_done=0,
-                    last_checkpoint_step=0, restarts=0, failures=0, preemptions=0, attained_gpu_s=0.0,
-                    attained_service_s=0.0, progress=0.0, cancel_requested=False, profiled_types=[],
-                    service_at_entry_s=0.0,
-                ).returning(m.Job.seq)).scalar_one()
-            except IntegrityError:
-                raise InputError(f"no user named {user!r}", field="user") from None
-            job_id = f"job-{seq}"
-            s.execute(update(m.Job).where(m.Job.seq == seq).values(id=job_id))
-            s.execute(insert(m.Event).values(job_id=job_id, time_s=now_s, kind="submitted",
-                                             message=f"submitted by {user}", data={}))
-            row = s.execute(select(m.Job).where(m.Job.seq == seq)).scalar_one()
-            return _job_record(row)
+        return self.submit_job(user, submission, now_s)[0]
+
+    def submit_job(self, user: str, submission: JobSubmission, now_s: float,
+                   idempotency_key: str | None = None) -> tuple[JobRecord, bool]:
+        """Store a submitted job, and whether it is new: with ``idempotency_key``, the job the same user
+        submitted with that key before comes back instead (False), so a client's retry stores one job. The
+        key is written in the job's own transaction, and two racing submissions with one key leave one job:
+        the unique (user, key) makes the second's transaction fail and roll back its job. A key used before
+        for another spec is an InputError naming it."""
+        if idempotency_key is None:
+            with self._write() as s:
+                return _insert_job(s, user, submission, now_s), True
+        try:
+            with self._write() as s:
+                job = _insert_job(s, user, submission, now_s)
+                s.execute(insert(m.IdempotencyKey).values(user=user, key=idempotency_key, job_id=job.id,
+                                                          created_s=now_s))
+                return job, True
+        except IntegrityError:
+            pass  # the key is there already: its job is the answer
+        with self._read() as s:
+            row = s.execute(select(m.Job).join(m.IdempotencyKey, m.IdempotencyKey.job_id == m.Job.id)
+                            .where(m.IdempotencyKey.user == user, m.IdempotencyKey.key == idempotency_key)
+                            ).scalar_one_or_none()
+        if row is None:  # not reachable unless the key's job was deleted in between
+            raise InputError(f"key {idempotency_key!r} could not be stored; retry", field="Idempotency-Key")
+        existing = _job_record(row)
+        if existing.submission.model_dump(mode="json") != submission.model_dump(mode="json"):
+            raise InputError(f"key {idempotency_key!r} was used for {existing.id}, another job spec; use a new "
+                             "key for a new job", field="Idempotency-Key")
+        return existing, False
 
     def job(self, job_id: str) -> JobRecord | None:
         with self._read() as s:
@@ -265,6 +306,27 @@ class Store:
         with self._read() as s:
             return [_job_record(row) for row in s.execute(query).scalars()]
 
+    def jobs_page(self, *, user: str | None = None, statuses: Sequence[str] | None = None,
+                  include_finished: bool = True, since_s: float | None = None, after: int = 0,
+                  limit: int = 1000) -> tuple[list[JobRecord], int | None]:
+        """At most ``limit`` jobs submitted after the one numbered ``after`` (its ``seq``), in submission
+        order, filtered by user, statuses and submission time; and the cursor of the next page (None: this
+        was the last). One indexed range query per page, whatever the number of jobs."""
+        query = select(m.Job).where(m.Job.seq > after).order_by(m.Job.seq).limit(limit + 1)
+        if user is not None:
+            query = query.where(m.Job.user == user)
+        if statuses:
+            query = query.where(m.Job.status.in_(list(statuses)))
+        elif not include_finished:
+            query = query.where(m.Job.status.in_(ACTIVE_STATUSES))
+        if since_s is not None:
+            query = query.where(m.Job.submitted_s >= since_s)
+        with self._read() as s:
+            rows = list(s.execute(query).scalars())
+            more = len(rows) > limit
+            rows = rows[:limit]
+            return [_job_record(row) for row in rows], (rows[-1].seq if more and rows else None)
+
     def active_jobs(self) -> list[JobRecord]:
         """Jobs the round loop still schedules: queued, profiling or running."""
         return self.jobs(include_finished=False)
@@ -278,20 +340,13 @@ class Store:
         with self._write() as s:
             _update_job(s, job_id, fields)
 
-    def request_cancel(self, job_id: str, now_s: float) -> JobRecord:
+    def request_cancel(self, job_id: str, now_s: float, *, actor: str | None = None) -> JobRecord:
         """Ask for a job to end: a queued job is cancelled at once; a placed one is stopped by the round
-        loop, which sees ``cancel_requested``. A finished job is left as it is. KeyError if unknown."""
+        loop, which sees ``cancel_requested``. A finished job is left as it is. KeyError if unknown. The
+        request is audited under ``actor`` when it changed the job."""
         with self._write() as s:
-            marked = _rowcount(s, update(m.Job).where(m.Job.id == job_id, m.Job.status.in_(ACTIVE_STATUSES),
-                                                   m.Job.cancel_requested.is_(False))
-                               .values(cancel_requested=True))
-            if marked:
-                cancelled = _rowcount(s, update(m.Job).where(m.Job.id == job_id, m.Job.status == "queued")
-                                      .values(status="cancelled", finished_s=now_s,
-                                              message="cancelled before it started"))
-                kind, message = (("cancelled", "cancelled while queued") if cancelled
-                                 else ("cancel-requested", "cancel requested; its workers will be stopped"))
-                s.execute(insert(m.Event).values(job_id=job_id, time_s=now_s, kind=kind, message=message, data={}))
+            if cancel_in(s, job_id, now_s):
+                record(s, actor, "cancel", job_id, {}, now_s)
             row = s.execute(select(m.Job).where(m.Job.id == job_id)).scalar_one_or_none()
             if row is None:
                 raise KeyError(job_id)
@@ -423,6 +478,18 @@ def _write_changes(s: Session, time_s: float, job_updates: dict[str, dict[str, A
         s.execute(insert(m.Meta).values(key=key, value=str(offset)))
 
 
+def _busy(exc: Exception) -> bool:
+    """A lock another writer holds (SQLite's "database is locked", PostgreSQL's lock timeout): a wait, not a
+    failure of the database."""
+    orig = getattr(exc, "orig", None)
+    return "database is locked" in str(orig).lower() or getattr(orig, "sqlstate", None) == "55P03"
+
+
+def _reason(exc: Exception) -> str:
+    orig = getattr(exc, "orig", None)
+    return " ".join(str(orig if orig is not None else exc).split())[:300]
+
+
 def _rowcount(s: Session, statement: Update) -> int:
     """How many rows an UPDATE matched."""
     return int(cast(CursorResult[Any], s.execute(statement)).rowcount)
@@ -464,6 +531,9 @@ def _update_job(s: Session, job_id: str, fields: dict[str, Any]) -> None:
     values = _column_values(fields)
     if not values:
         return
+    if values.get("status") in FINISHED_STATUSES:  # a job that ended waits for nothing: no reason is left shown
+        values.setdefault("reason", None)
+        values.setdefault("reason_detail", None)
     if _rowcount(s, update(m.Job).where(m.Job.id == job_id).values(**values)) == 0:
         raise KeyError(job_id)
 
@@ -471,6 +541,27 @@ def _update_job(s: Session, job_id: str, fields: dict[str, Any]) -> None:
 def _insert_event(s: Session, job_id: str, kind: str, message: str, data: dict[str, Any] | None,
                   now_s: float) -> None:
     s.execute(insert(m.Event).values(job_id=job_id, time_s=now_s, kind=kind, message=message, data=data or {}))
+
+
+def _insert_job(s: Session, user: str, submission: JobSubmission, now_s: float) -> JobRecord:
+    """A new ``queued`` job and its ``submitted`` event, in the caller's transaction."""
+    try:
+        seq = s.execute(insert(m.Job).values(
+            user=user, name=submission.name, submission=submission.model_dump(mode="json"),
+            status="queued", submitted_s=now_s, gpus=0, placement={}, incarnation=0, steps_done=0,
+            last_checkpoint_step=0, restarts=0, failures=0, preemptions=0, attained_gpu_s=0.0,
+            attained_service_s=0.0, progress=0.0, cancel_requested=False, profiled_types=[],
+            service_at_entry_s=0.0,
+        ).returning(m.Job.seq)).scalar_one()
+    except IntegrityError:
+        raise InputError(f"no user named {user!r}", field="user") from None
+    job_id = f"job-{seq}"
+    s.execute(update(m.Job).where(m.Job.seq == seq).values(id=job_id))
+    s.execute(insert(m.Event).values(job_id=job_id, time_s=now_s, kind="submitted",
+                                     message=f"submitted by {user}", data={}))
+    record(s, user, "submit", job_id, {"name": submission.name}, now_s)
+    row = s.execute(select(m.Job).where(m.Job.seq == seq)).scalar_one()
+    return _job_record(row)
 
 
 def _job_record(row: m.Job) -> JobRecord:
@@ -485,4 +576,5 @@ def _job_record(row: m.Job) -> JobRecord:
         attained_service_s=row.attained_service_s, progress=row.progress,
         cancel_requested=bool(row.cancel_requested), message=row.message,
         profiled_types=tuple(row.profiled_types or ()), queue_entry_s=row.queue_entry_s,
-        service_at_entry_s=row.service_at_entry_s or 0.0)
+        service_at_entry_s=row.service_at_entry_s or 0.0, reason=row.reason, reason_detail=row.reason_detail,
+        startup_s=row.startup_s)

@@ -96,11 +96,12 @@ function queueView(snap) {
   const waiting = snap.jobs.filter(j => j.rank !== null && j.rank !== undefined).sort((a, b) => a.rank - b.rank);
   const rows = waiting.map(j => `<tr data-job="${esc(j.id)}"><td class="rank">${j.rank}</td><td>${jobLink(j.id)}</td>
     <td>${esc(j.name)}</td><td>${esc(j.user)}</td><td>${j.gpus_requested}</td><td>${num(j.priority, 2)}</td>
-    <td>${duration(j.wait_s)}</td><td>${num(j.latency_ratio, 2)}</td></tr>`).join("");
+    <td>${duration(j.wait_s)}</td><td>${num(j.latency_ratio, 2)}</td>
+    <td class="reason" title="${esc(j.reason_detail || "")}">${esc(j.reason || "")}</td></tr>`).join("");
   return `<section id="queue"><h2>Queue (${waiting.length} waiting)</h2>
     <table><thead><tr><th>rank</th><th>job</th><th>name</th><th>user</th><th>GPUs asked</th><th>priority</th>
-    <th>wait</th><th>latency ratio</th></tr></thead><tbody>${rows ||
-    '<tr><td colspan="8" class="muted">nobody waits</td></tr>'}</tbody></table>
+    <th>wait</th><th>latency ratio</th><th>reason</th></tr></thead><tbody>${rows ||
+    '<tr><td colspan="9" class="muted">nobody waits</td></tr>'}</tbody></table>
     <p class="muted">${esc(snap.rank_note || "")}</p></section>`;
 }
 
@@ -201,6 +202,82 @@ function jobPage(snap, detail, explanations) {
     ${explanationsView(explanations)}`;
 }
 
+// --------------------------------------------------------------------------------------------- what if
+
+const CDF_COLOURS = ["#222", "#3b7ddd", "#dd6b3b", "#3bab5d", "#a33bdd", "#ddb83b", "#3bc6dd"];
+
+function cdfChart(jcts) {  // one step line per row: the fraction of jobs done by each JCT
+  const rows = Object.entries(jcts || {}).filter(([, v]) => v.length);
+  if (!rows.length) return '<p class="muted">no completed jobs to draw</p>';
+  const W = 460, H = 200, pad = 36;
+  const xmax = Math.max(...rows.map(([, v]) => v[v.length - 1]), 1e-9);
+  const x = t => pad + t / xmax * (W - pad - 8);
+  const y = f => H - 20 - f * (H - 30);
+  const lines = rows.map(([name, v], i) => {
+    const pts = v.map((t, k) => `L${x(t).toFixed(1)},${y(k / v.length).toFixed(1)} L${x(t).toFixed(1)},${y((k + 1) / v.length).toFixed(1)}`);
+    return `<path data-row="${esc(name)}" d="M${x(0)},${y(0)} ${pts.join(" ")}" fill="none" stroke="${CDF_COLOURS[i % CDF_COLOURS.length]}"
+      stroke-width="${name === "measured" ? 2.5 : 1.5}"/>`;
+  }).join("");
+  const legend = rows.map(([name], i) => `<span class="legend"><span class="swatch" style="background:${CDF_COLOURS[i % CDF_COLOURS.length]}"></span>${esc(name)}</span>`).join(" ");
+  return `<div class="chart" id="jct-cdf"><h3>JCT CDF</h3><svg width="${W}" height="${H}">${lines}
+    <text x="2" y="14" font-size="10">1.0</text><text x="2" y="${H - 22}" font-size="10">0</text>
+    <text x="${pad}" y="${H - 4}" font-size="10">0 s</text>
+    <text x="${W - 4}" y="${H - 4}" font-size="10" text-anchor="end">${num(xmax, 0)} s</text></svg><p>${legend}</p></div>`;
+}
+
+function whatifTable(result) {
+  const cols = [["policy", "policy"], ["completed", "jobs done"], ["avg_jct_s", "avg JCT"], ["p99_jct_s", "p99 JCT"],
+    ["makespan_s", "makespan"], ["avg_wait_s", "avg wait"], ["utilization", "utilisation"],
+    ["restarts_per_job", "restarts/job"], ["ftf_max", "max FTF"]];
+  const cell = (row, key) => {
+    if (key === "policy") return esc(row.policy) + (row.marked ? ` <span class="muted">(${esc(row.marked)})</span>` : "");
+    const v = row[key], sd = row[`${key}_std`];
+    if (v === null || v === undefined) return "&mdash;";
+    const text = key.endsWith("_s") ? duration(v) : num(v, 2);
+    return sd ? `${text} &plusmn; ${key.endsWith("_s") ? duration(sd) : num(sd, 2)}` : text;
+  };
+  const rows = [result.measured, ...result.rows].map(r => `<tr data-row="${esc(r.policy)}">${cols.map(([k]) =>
+    `<td>${cell(r, k)}</td>`).join("")}</tr>`).join("");
+  const f = result.fidelity || {};
+  const fid = f.avg_jct_rel_err !== undefined && f.avg_jct_rel_err !== null ? `<p id="fidelity">fidelity: ${esc(f.policy)},
+    the policy the service ran, replayed in the fitted world, is ${num(100 * f.avg_jct_rel_err, 1)}% off the measured
+    average JCT and ${num(100 * (f.makespan_rel_err || 0), 1)}% off its makespan (per job: median
+    ${num(100 * (f.job_jct_median_abs_err || 0), 1)}%): how far to trust the other rows</p>` : "";
+  const notes = (result.notes || []).map(n => `<li>${esc(n)}</li>`).join("");
+  return `<table id="whatif-table"><thead><tr>${cols.map(([, t]) => `<th>${t}</th>`).join("")}</tr></thead>
+    <tbody>${rows}</tbody></table>${fid}${notes ? `<ul class="muted">${notes}</ul>` : ""}`;
+}
+
+async function whatifPage() {
+  const state = await getJson("/ui/v1/whatif");
+  const form = `<form id="whatif-form"><label>policies <input name="policies" value="fifo,sia,pollux"></label>
+    <label>seeds <input name="seeds" type="number" min="1" max="10" value="1"></label>
+    <button type="submit">run</button></form>`;
+  let body = '<p class="muted">no what-if run yet</p>';
+  if (state && state.status === "running") {
+    body = `<p id="whatif-progress">running: ${esc(state.progress && state.progress.phase)} (${duration(state.progress && state.progress.elapsed_s)})</p>`;
+  } else if (state && state.status === "failed") {
+    body = `<p id="whatif-error">error: ${esc(state.error)}</p>`;
+  } else if (state && state.status === "done") {
+    body = `<p class="muted">what-if ${esc(state.id)}, ${duration(state.result.elapsed_s)} to run</p>
+      ${whatifTable(state.result)}${cdfChart(state.result.jcts)}`;
+  }
+  return `<section id="whatif"><h2>What if</h2><p>The service's finished jobs replayed in a world fitted to their
+    reports, under other policies, beside what really happened.</p>${form}${body}</section>`;
+}
+
+async function startWhatif(ev) {
+  ev.preventDefault();
+  const data = new FormData(ev.target);
+  const q = new URLSearchParams({policies: data.get("policies"), seeds: data.get("seeds")});
+  const r = await fetch(`/ui/v1/whatif?${q}`, {method: "POST", headers: {"Authorization": `Bearer ${token() || ""}`}});
+  if (!r.ok) {
+    const body = await r.json().catch(() => ({}));
+    alert(body.detail || body.error || `HTTP ${r.status}`);
+  }
+  render();
+}
+
 // --------------------------------------------------------------------------------------------- render
 
 async function render() {
@@ -214,7 +291,9 @@ async function render() {
       html = route ? jobPage(snap, detail, detail ? detail.explanations : null) : overview(snap);
     } else {
       snap = await getJson("/ui/v1/snapshot");
-      if (route) {
+      if (location.hash === "#/whatif") {
+        html = await whatifPage().catch(e => `<section id="whatif"><h2>What if</h2><p>${esc(e && e.message ? e.message : e)}</p></section>`);
+      } else if (route) {
         const id = encodeURIComponent(route);
         const [detail, explain] = await Promise.all([getJson(`/ui/v1/jobs/${id}`), getJson(`/v1/jobs/${id}/explain`)]);
         html = jobPage(snap, detail, explain);
@@ -222,10 +301,18 @@ async function render() {
         html = overview(snap);
       }
     }
+    const link = document.getElementById("whatif-link");
+    if (link && STATIC) link.remove();  // a written report has no service to replay
     document.getElementById("title").textContent = snap.title;
     document.getElementById("clock").textContent = snap.live ? `updated ${new Date().toLocaleTimeString()}` :
       `finished simulation, ${Math.round(snap.time_s)} s simulated`;
+    const typing = document.activeElement;
+    if (location.hash === "#/whatif" && typing && typing.tagName === "INPUT" && typing.closest("#whatif-form")) {
+      return;  // the admin is typing in the form: the poll does not redraw it away
+    }
     app.innerHTML = html;
+    const form = document.getElementById("whatif-form");
+    if (form) form.addEventListener("submit", startWhatif);
     document.body.dataset.ready = "1";
   } catch (e) {
     if (e && e.login) { showLogin(); return; }
