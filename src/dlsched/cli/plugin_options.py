@@ -1,6 +1,6 @@
 """``--plugin FILE.py``: one's own stages, loaded before a command builds its configuration.
 
-Shared by ``simulate`` and ``compare``. The files are imported in the order given, then the installed
+Shared by ``simulate``, ``compare``, ``whatif`` and ``serve``. The files are imported in the order given, then the installed
 packages' ``dlsched.stages`` entry points, so a run can name their stages like shipped ones
 (``--plugin examples/stages/edf.py --ordering my-edf``). A file that fails to import ends the command with one
 ``error:`` line naming it (see :mod:`dlsched.plugins`).

@@ -20,6 +20,7 @@ import typer
 from rich.table import Table
 
 from dlsched.cli.common import Format, FormatOpt, cell, guard, note, out
+from dlsched.cli.plugin_options import PluginOpt
 from dlsched.cli.run_options import parse_set
 from dlsched.cli.serve_users import DatabaseOpt, StateOpt, audit, token_app, user_app
 from dlsched.cli.serve_users import open_store as _open_store
@@ -49,6 +50,14 @@ def serve(
                                                "default fifo).")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="key=value: a tunable of the policy; "
                                                    "repeatable.")] = None,
+    admission: Annotated[str | None, typer.Option("--admission", help="Swap in this admission stage.")] = None,
+    ordering: Annotated[str | None, typer.Option("--ordering", help="Swap in this ordering stage (e.g. one a "
+                                                 "--plugin file registers).")] = None,
+    allocation: Annotated[str | None, typer.Option("--allocation", help="Swap in this allocation stage.")] = None,
+    placement: Annotated[str | None, typer.Option("--placement", help="Swap in this placement stage.")] = None,
+    coordination: Annotated[str | None, typer.Option("--coordination", help="Swap in this coordination "
+                                                     "stage.")] = None,
+    plugin: PluginOpt = None,
     port: Annotated[str | None, typer.Option("--port", metavar="INTEGER", help="Port of the HTTP API (default "
                                              "0: any free one; server.json says which).")] = None,
     host: Annotated[str | None, typer.Option("--host", help="Address the HTTP API listens on (default "
@@ -91,7 +100,7 @@ def serve(
 ) -> None:
     """Run the scheduler service until SIGINT or SIGTERM.
 
-    The configuration (policy, --set, cluster, round, executor, checkpoint folder, database, grace and
+    The configuration (policy, --set, the stage flags, --plugin, cluster, round, executor, checkpoint folder, database, grace and
     minimum run times, --allow-dir, --isolation, --job-user, --allow-shared-account, --max-log-mb) is stored
     with the state on its first start; a restart without flags resumes it."""
     if ctx.invoked_subcommand is not None:
@@ -114,6 +123,12 @@ def serve(
             values["cluster_given"] = True
         if set_ is not None:
             values["settings"] = parse_set(set_)
+        stages = {"admission": admission, "ordering": ordering, "allocation": allocation, "placement": placement,
+                  "coordination": coordination}
+        if any(v is not None for v in stages.values()):
+            values["stages"] = {k: v for k, v in stages.items() if v is not None}
+        if plugin:
+            values["plugins"] = list(plugin)
         if allow_dir:
             values["allow_dir"] = list(allow_dir)
         if allow_shared_account is not None:

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from dlsched.cli.common import Format, FormatOpt, app, guard, note, out, warn
+from dlsched.cli.plugin_options import PluginOpt, load_plugin_options
 from dlsched.cli.run_options import ForceOpt, SetOpt
 from dlsched.core import InputError
 
@@ -153,13 +154,16 @@ def whatif(
                                            "(Unix s or ISO 8601): jobs finished by then are left out, running "
                                            "ones start on the GPUs they held with the work they had done, "
                                            "queued ones wait.")] = None,
+    plugin: PluginOpt = None,
     force: ForceOpt = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Replay the service's finished jobs under each policy in a world fitted to their reports, beside what
-    the service measured and the replay of the policy it ran (the fidelity row)."""
+    the service measured and the replay of the policy it ran (the fidelity row; a service started with
+    --plugin stages needs the same --plugin files here)."""
 
     def go() -> None:
+        load_plugin_options(plugin)
         from dlsched.replay.whatif import whatif as run_whatif
         from dlsched.replay.whatif_out import write_whatif
         from dlsched.sim.output import check_out_dir

@@ -192,6 +192,7 @@ def whatif(state: str | Path | None = None, *, policies: Sequence[str] | str = (
     if not cluster_name:
         raise InputError("the service did not record its cluster (a state from before dlsched recorded it): "
                          "give --cluster", field="cluster")
+    ran_own = not ran or ran == service.get("policy")  # the service's policy: with the stages it swapped in
     ran = ran or service.get("policy")
     if not ran:
         raise InputError("the service did not record its policy: give --ran POLICY", field="ran")
@@ -235,7 +236,7 @@ def whatif(state: str | Path | None = None, *, policies: Sequence[str] | str = (
             sets.append(f"world.profiles={folder / 'profiles.json'}")
         round_s = _round_s(history, service.get("round_s"))
         offset = _round_offset_s(history, selection.t0, round_s)
-        fidelity_row = _fidelity_spec(ran, service)
+        fidelity_row = _fidelity_spec(ran, service if ran_own else {})
         all_rows = [*rows_spec, fidelity_row]
         configs, labels, marked = [], [], []
         for spec in all_rows:
@@ -294,7 +295,8 @@ def _fidelity_spec(ran: str, service: dict[str, Any]) -> Any:
     from dlsched.cli.variants import Variant
 
     sets = [f"{k}={v}" for k, v in (service.get("settings") or {}).items()]
-    return Variant("fidelity", {"policy": ran}, sets=sets, names_row=False)
+    stages = {k: v for k, v in (service.get("stages") or {}).items() if isinstance(v, str)}
+    return Variant("fidelity", {"policy": ran, **stages}, sets=sets, names_row=False)
 
 
 def _fidelity(measured: dict[str, Any], row: dict[str, Any], group: Sequence[Any]) -> dict[str, Any]:

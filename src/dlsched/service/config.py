@@ -3,13 +3,13 @@
 A service restarted after a crash with ``dlsched serve --state DIR`` alone (as the recovery docs say) must
 come back as it was, not as the defaults: a queue scheduled by Sia and resumed by FIFO changes every
 job's fate without a word. So the settings that decide how jobs are scheduled and where their state lives
-(:data:`STORED`: policy, tunables, cluster, round length, executor, checkpoint folder, database, stop grace
+(:data:`STORED`: policy, tunables, swapped stages and the plugin files that register them, cluster, round length, executor, checkpoint folder, database, stop grace
 period, minimum run time, the folders jobs may run in, who jobs run as, the log cap) are written on the first start to the database's ``meta`` table (key
 ``serve_config``, JSON) and, because the database itself is one of them, to ``STATE/serve-config.json``
 (mode 0600: a PostgreSQL URL may hold a password). A later start fills every flag not given from them; a
 flag given with another value is refused, naming it, unless ``--reconfigure`` is given, which records the
 change (meta ``serve_config_changes``) and a log line; a new ``--policy`` without ``--set`` drops the old
-policy's tunables. Where the API listens (``--port``, ``--host``) is not
+policy's tunables, and without stage flags its swapped stages. Where the API listens (``--port``, ``--host``) is not
 part of it: a restart may listen elsewhere.
 """
 
@@ -29,7 +29,8 @@ CHANGES_KEY = "serve_config_changes"
 CONFIG_FILE = "serve-config.json"
 #: The stored settings, by ServeOptions field, and the flag each is given by.
 STORED: dict[str, str] = {
-    "policy": "--policy", "settings": "--set", "cluster": "--cluster", "address": "--address",
+    "policy": "--policy", "settings": "--set", "stages": "--admission/--ordering/--allocation/--placement/"
+    "--coordination", "plugins": "--plugin", "cluster": "--cluster", "address": "--address",
     "round_s": "--round-s", "executor": "--executor", "checkpoint_dir": "--checkpoint-dir",
     "database": "--database", "stop_grace_s": "--stop-grace-s", "min_run_s": "--min-run-s",
     "allow_dir": "--allow-dir", "isolation": "--isolation", "job_user": "--job-user",
@@ -64,6 +65,8 @@ def plain(options: ServeOptions, state: Path) -> dict[str, Any]:
     another working directory compares equal)."""
     checkpoint = (options.checkpoint_dir or state / "checkpoints").expanduser().resolve()
     values = {"policy": options.policy, "settings": dict(sorted(options.settings.items())),
+              "stages": dict(sorted(options.stages.items())),
+              "plugins": [str(p.expanduser().resolve()) for p in options.plugins],
               "cluster": options.cluster, "cluster_given": options.cluster_given, "address": options.address,
               "round_s": options.round_s, "executor": options.executor, "checkpoint_dir": str(checkpoint),
               "database": options.database, "stop_grace_s": options.stop_grace_s, "min_run_s": options.min_run_s,
@@ -98,15 +101,20 @@ def resolve(options: ServeOptions, state: Path, stored: dict[str, Any] | None) -
                 raise InputError(f"{flag}: the state was created with {_show(name, old)}; pass --reconfigure "
                                  f"to change it (or leave {flag} out to keep it)")
             changes[name] = [_hidden(name, old), _hidden(name, mine[name])]
-    if "policy" in changes and "settings" not in given and stored.get("settings"):
-        values["settings"] = {}  # tunables belong to the policy they were set for
-        changes["settings"] = [stored["settings"], {}]
+    for name in ("settings", "stages"):  # tunables and swapped stages belong to the policy they were set for
+        if "policy" in changes and name not in given and stored.get(name):
+            values[name] = {}
+            changes[name] = [stored[name], {}]
     return ServeOptions.parse(values), changes
 
 
 def _show(name: str, value: Any) -> str:
     if name == "settings":
         return "--set " + " ".join(f"{k}={v}" for k, v in value.items()) if value else "no --set"
+    if name == "stages":
+        return " ".join(f"--{k} {v}" for k, v in value.items()) if value else "the policy's own stages"
+    if name == "plugins":
+        return " ".join(f"--plugin {v}" for v in value) if value else "no --plugin"
     if name == "allow_dir":
         return " ".join(f"--allow-dir {v}" for v in value) if value else "no --allow-dir (the default folders)"
     return repr(_hidden(name, value))

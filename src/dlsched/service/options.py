@@ -36,6 +36,12 @@ class ServeOptions(BaseModel):
     policy: Annotated[str, Field(min_length=1)] = "fifo"
     #: policy tunables, ``--set key=value``
     settings: dict[str, str] = {}
+    #: stages swapped into the policy (``--ordering my-edf``), by kind: admission, ordering, allocation,
+    #: placement, coordination
+    stages: dict[str, Annotated[str, Field(min_length=1)]] = {}
+    #: Python files whose ``dlsched.register_stage`` calls register the stages named (``--plugin``), loaded
+    #: in this order before the policy is built, as ``dlsched simulate --plugin`` loads them
+    plugins: list[Path] = []
     port: Annotated[int, Field(ge=0, le=65535)] = 0
     host: Annotated[str, Field(min_length=1)] = "127.0.0.1"
     #: a database URL (``postgresql+psycopg://...``); default ``sqlite:///STATE/dlsched.db``
@@ -73,6 +79,16 @@ class ServeOptions(BaseModel):
     def _finite(cls, value: float) -> float:
         if not math.isfinite(value):
             raise ValueError("must be a finite number")
+        return value
+
+    @field_validator("stages")
+    @classmethod
+    def _stage_kinds(cls, value: dict[str, str]) -> dict[str, str]:
+        from dlsched.policies.registry import STAGE_KINDS
+
+        for kind in value:
+            if kind not in STAGE_KINDS:
+                raise ValueError(f"unknown stage kind {kind!r} (known: {', '.join(STAGE_KINDS)})")
         return value
 
     @field_validator("database")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from dlsched.core import InputError
+from dlsched.plugins import load_plugins
 from dlsched.service import config
 from dlsched.service import isolation as isolation_mod
 from dlsched.service.isolation import Isolation
@@ -103,14 +104,19 @@ def build_executor(options: ServeOptions, state: Path) -> tuple[Any, str]:
 
 
 def service_scheduler(options: ServeOptions) -> Any:
-    """The policy the options name, with the quota admission stage in front when the policy admits everyone
-    (it admits everyone too until quotas are set), so quotas hold under any preset."""
+    """The policy the options name with the stages they swap in (registered by the ``--plugin`` files, which
+    :func:`_run` loads first), and the quota admission stage in front when the policy admits everyone and no
+    admission is given (it admits everyone too until quotas are set), so quotas hold under any preset."""
     from dlsched.policies import build_scheduler
     from dlsched.policies.registry import SCHEDULERS
 
     entry = SCHEDULERS.get(options.policy)
-    admission = "quota" if entry is not None and entry.stage("admission") == "all" else None
-    return build_scheduler(options.policy, admission=admission, settings=dict(options.settings), seed=0)
+    stages = dict(options.stages)
+    if "admission" not in stages and entry is not None and entry.stage("admission") == "all":
+        stages["admission"] = "quota"
+    return build_scheduler(options.policy, admission=stages.get("admission"), ordering=stages.get("ordering"),
+                           allocation=stages.get("allocation"), placement=stages.get("placement"),
+                           coordination=stages.get("coordination"), settings=dict(options.settings), seed=0)
 
 
 def serve(options: ServeOptions) -> None:
@@ -161,7 +167,8 @@ def sqlite_file(database: str | None, state: Path) -> Path | None:
 def _run(options: ServeOptions, state: Path, store: Store, lock: ServiceLock, changes: dict[str, Any]) -> None:
     """Build the executor, serve the API and run rounds until told to stop, and stop everything in order."""
     token = admin_token(store, state)
-    probe = service_scheduler(options)  # a bad policy or tunable fails before anything starts
+    load_plugins(options.plugins)  # the stored ones on a restart too: their stages are named by the policy
+    probe = service_scheduler(options)  # a bad policy, stage or tunable fails before anything starts
     if probe.traits.needs_oracle:
         raise InputError(f"'{options.policy}' as configured asks for the simulator's oracle, which a real "
                          f"cluster does not have", field="policy")
@@ -251,7 +258,8 @@ def _serve_api(options: ServeOptions, state: Path, store: Store, lock: ServiceLo
     from dlsched.service.whatif_view import WhatIfRuns, add_whatif_routes
 
     store.meta_set("service", json.dumps({"policy": options.policy, "settings": dict(options.settings),  # what-ifs
-                                           "cluster": options.cluster, "round_s": options.round_s}))
+                                           "stages": dict(options.stages), "cluster": options.cluster,
+                                           "round_s": options.round_s}))
     jobs_dir = state / "jobs"
     checkpoint_dir = (options.checkpoint_dir or state / "checkpoints").expanduser().resolve()
     loop = RoundLoop(store, executor, lambda: service_scheduler(options), cluster_name=cluster_name,
@@ -276,7 +284,8 @@ def _serve_api(options: ServeOptions, state: Path, store: Store, lock: ServiceLo
     add_history_route(app, store)
     url = f"http://{options.host}:{sock.getsockname()[1]}"
     whatifs = WhatIfRuns(state, server_url=url, admin_token=token,
-                         sqlite=store.dialect == "sqlite" and options.database is None)
+                         sqlite=store.dialect == "sqlite" and options.database is None,
+                         plugins=[p.expanduser().resolve() for p in options.plugins])
     add_whatif_routes(app, whatifs)
     loop.run_round()  # the first round before the API answers: the cluster is known
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))

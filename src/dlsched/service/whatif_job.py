@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--server")
     ap.add_argument("--policies", required=True)
     ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--plugin", type=Path, action="append", default=[], help="the service's --plugin files")
     args = ap.parse_args(argv)
     folder: Path = args.folder
     t0 = time.monotonic()
@@ -55,8 +56,10 @@ def main(argv: list[str] | None = None) -> int:
 
     phase(f"replaying {args.policies} on {args.seeds} seed(s): export, fit and simulate")
     try:
+        from dlsched.plugins import load_plugins
         from dlsched.replay.whatif import whatif
 
+        load_plugins(args.plugin)
         token = os.environ.get("DLSCHED_TOKEN") if args.server else None
         result = whatif(args.state, policies=args.policies, seeds=args.seeds, server=args.server, token=token)
         _write(folder, "result.json", {**result.tables(), "jcts": jcts_by_row(result),

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,9 +34,11 @@ class WhatIfRuns:
     """The what-ifs of one service: at most one running, each in its own folder."""
 
     def __init__(self, state: Path, *, server_url: str | None = None, admin_token: str | None = None,
-                 sqlite: bool = True) -> None:
+                 sqlite: bool = True, plugins: Sequence[Path] = ()) -> None:
         self.folder = state / "whatif"
         self.state, self.server_url, self.admin_token, self.sqlite = state, server_url, admin_token, sqlite
+        #: the service's --plugin files: the replay of its own policy names their stages
+        self.plugins = [str(p) for p in plugins]
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._current: str | None = None
@@ -55,7 +58,7 @@ class WhatIfRuns:
             with (out / "log.txt").open("wb") as log:
                 self._proc = subprocess.Popen(
                     [sys.executable, "-m", "dlsched.service.whatif_job", str(out), *where, "--policies", policies,
-                     "--seeds", str(seeds)], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                     "--seeds", str(seeds), *(a for p in self.plugins for a in ("--plugin", p))], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                     env=env, start_new_session=True)
             self._current = run_id
             for old in sorted(p for p in self.folder.iterdir() if p.is_dir())[:-KEEP_RUNS]:
