@@ -4,8 +4,8 @@ service's secrets, the database and user A's job folder and checkpoints, plants 
 logs, writes 1 GiB of output and leaves a process behind that escaped its group and session.
 
 It gets none of them; A's job succeeds; the logs route answers the planted names with an error within a
-second; ``/healthz`` answers within a second throughout (98% of samples, none over 3 s); the log cap holds; the orphan is gone when the
-job ends.
+second; ``/healthz`` answers within a second throughout (all but one in fifty samples, none over 3 s: see
+tests/service/latency.py); the log cap holds; the orphan is gone when the job ends.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ pytest.importorskip("ray")
 pytest.importorskip("torch")
 
 from isolationkit import NO_SUITE_ISOLATION, os_account, passable_tmp, require_root  # noqa: E402
+from latency import assert_prompt  # noqa: E402
 from servicekit import (  # noqa: E402
     EXAMPLES,
     client,
@@ -113,13 +114,16 @@ def test_a_hostile_job_reaches_nothing_and_blocks_no_one() -> None:
             reached = {k: v for k, v in got.items() if not v.startswith("denied")}
             assert not reached, reached  # secrets, database, the victim's folders, planting: all refused
 
+            planted: list[float] = []
             for rank in (7, 9):  # what it tried to plant: an error at once, for its own user and for others
                 for who in (as_bob, as_alice):
                     t0 = time.monotonic()
                     r = httpx.get(f"{info['url']}/v1/jobs/{hostile}/logs", params={"rank": rank},
                                   headers={"Authorization": f"Bearer {who['token']}"}, timeout=5)
-                    assert r.status_code >= 400 and time.monotonic() - t0 < 1.0, (rank, r.status_code, r.text)
+                    planted.append(time.monotonic() - t0)
+                    assert r.status_code >= 400, (rank, r.status_code, r.text)
                     assert "token" not in r.text
+            assert_prompt(planted, "the planted names' errors")
             log_dir = state / "jobs" / hostile / "logs"
             sizes = {p.name: p.stat().st_size for p in log_dir.iterdir()}
             assert sum(sizes.values()) <= LOG_CAP_MB << 20, sizes  # 1 GiB written, the cap held
@@ -135,8 +139,4 @@ def test_a_hostile_job_reaches_nothing_and_blocks_no_one() -> None:
                 watcher.join(timeout=10)  # its last request answered before the service stops
             stop_service(proc)
         assert not failures, failures
-        # a service that waits on the hostile job's writes answers late every time; on a shared two-core host
-    # a lone sample may run a little over the second, so the bound is on nearly all samples and a hard 3 s
-    late = sorted(slow)[int(0.98 * (len(slow) - 1))] if slow else None
-    assert late is not None and late < 1.0 and max(slow) < 3.0, \
-        f"/healthz: 98th percentile {late} s, slowest {max(slow, default=0):.2f} s of {len(slow)}"
+        assert_prompt(slow, "/healthz while the hostile job ran")
