@@ -83,6 +83,18 @@ def test_a_missing_checkpoint_fails_the_job_with_that_error_never_a_start_from_s
     assert "40" in (job.message or "") and "not found" in (job.message or "").lower()
 
 
+def test_a_first_run_that_exits_3_is_an_ordinary_failure_retried_not_a_missing_checkpoint(tmp_path, ray_executor):
+    """Exit 3 is dlsched.train's code for "the checkpoint to resume from is missing" only when the job was
+    launched to resume; a script's own exit 3 on a first run is retried up to max_failures like any other."""
+    store, loop = _loop(tmp_path, ray_executor)
+    job_id = _submit(store, "echo my own code three; exit 3", max_failures=1)
+    _rounds_until(loop, lambda: _status(store, job_id) in ("failed", "succeeded"))
+    job = store.job(job_id)
+    assert job is not None and job.status == "failed" and job.failures == 2
+    assert "code 3" in (job.message or "") and "checkpoint" not in (job.message or "")
+    assert [e.kind for e in store.events(job_id)].count("placed") == 2
+
+
 def test_a_hung_job_is_stopped_and_counted_as_a_failure(tmp_path, ray_executor):
     store, loop = _loop(tmp_path, ray_executor, hang_s=2.0)
     job_id = _submit(store, "sleep 600", max_failures=0)

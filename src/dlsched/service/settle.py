@@ -109,7 +109,7 @@ class WorkerSettling:
                 return  # ranks finishing one after another
             self.executor.stop([job.id], grace_s=self.options.stop_grace_s)
         self.executor.forget(job.id)
-        if any(c == EXIT_NO_CHECKPOINT for c in codes):
+        if self._missing_checkpoint(job, mem, codes):
             msg = up.get("message") or job.message or "its checkpoint could not be found on resume"
             self._end(job, up, events, "failed", msg, now)
         elif all(c == 0 for c in codes):
@@ -126,6 +126,14 @@ class WorkerSettling:
         else:
             bad = sorted({c for c in codes if c != 0}, key=lambda c: -1 if c is None else c)
             self._fail(job, up, events, self._why_exit(job.id, ranks, bad[0]))
+
+    @staticmethod
+    def _missing_checkpoint(job: JobRecord, mem: JobMemory, codes: list[int | None]) -> bool:
+        """A rank exited with dlsched.train's "checkpoint to resume from is missing" code, and it can mean that:
+        the incarnation was launched to resume (the job has a checkpoint step) and never stepped. Retrying
+        cannot bring the checkpoint back, so the job fails at once; any other exit 3 (a script's own, or a
+        first run's) is an ordinary failure, retried up to ``max_failures``."""
+        return job.last_checkpoint_step > 0 and not mem.stepped and EXIT_NO_CHECKPOINT in codes
 
     def _mark_silent(self, job: JobRecord, mem: JobMemory, now: float, up: dict[str, Any], events: Events) -> None:
         """The job reports nothing (:mod:`dlsched.service.silent`): remembered in the store, never profiled
