@@ -15,7 +15,7 @@ from typing import Any
 from dlsched.core.view import GradientObservation, ThroughputObservation
 from dlsched.service.records import ConsumedReports, JobRecord
 from dlsched.service.reports import REPORTS_FILE, digest, read_new_reports
-from dlsched.service.store import Store
+from dlsched.service.store import REPORTS_OFFSET, Store
 
 
 class ReportIntake:
@@ -64,6 +64,13 @@ class ReportIntake:
                                              job.last_checkpoint_step)
         if d.steps_done is not None:
             up["steps_done"] = max(d.steps_done, up.get("steps_done", job.steps_done))
+
+    def prefetch(self, job_ids: list[str]) -> None:
+        """Read the committed offsets of many jobs at once (jobs never read have none: 0)."""
+        todo = [j for j in job_ids if j not in self._committed]
+        known = self.store.meta_many([REPORTS_OFFSET + j for j in todo])
+        for j in todo:
+            self._committed[j] = int(known.get(REPORTS_OFFSET + j) or 0)
 
     def _offset(self, job_id: str) -> int:
         pending = self.pending.offsets.get(job_id)

@@ -35,6 +35,7 @@ from dlsched.policies import Scheduler
 from dlsched.policies.reasons import take_explanations
 from dlsched.runtime.executor_api import Executor, LaunchSpec
 from dlsched.service import membership
+from dlsched.service.active_jobs import ActiveJobs
 from dlsched.service.admission_check import cluster_refusal
 from dlsched.service.batch import choose_batch
 from dlsched.service.intake import ReportIntake
@@ -67,6 +68,7 @@ class RoundLoop(WorkerSettling):
         self.batches = LearnedGoodputEstimator(mode="none")
         self.memory: dict[str, JobMemory] = {}
         self.intake = ReportIntake(store, options.jobs_dir)
+        self.active = ActiveJobs(store)
         epoch = store.meta_get("epoch_s")
         if epoch is None:
             epoch = repr(self.clock())
@@ -99,7 +101,8 @@ class RoundLoop(WorkerSettling):
                 continue
             world = sum(len(v) for v in job.placement.values())
             if self.executor.attach(job.id, job.incarnation, world):
-                self.memory[job.id] = JobMemory(launched_s=now, last_report_s=now)
+                self._first_sight([job])  # its observations replayed, as for every job after a start
+                self.memory[job.id].launched_s = self.memory[job.id].last_report_s = now
                 ranks = self.executor.poll(job.id)
                 running = sum(1 for r in ranks if str(r.state) == "running")
                 said = ("found alive" if running == world else
@@ -146,6 +149,7 @@ class RoundLoop(WorkerSettling):
         consumed = self.intake.take()
         self.store.commit_changes(now, updates, events, consumed)
         self.intake.committed(consumed)
+        self.active.committed(updates)
 
     # -- one round -----------------------------------------------------------------------------------
     def run_round(self) -> dict[str, Any]:
@@ -156,7 +160,8 @@ class RoundLoop(WorkerSettling):
         self._follow_membership(now)
         assert self.cluster is not None
         self.intake.begin()
-        jobs = {j.id: j for j in self.store.active_jobs()}
+        jobs = self.active.current()
+        self._first_sight([j for j in jobs.values() if j.id not in self.memory])
         updates: dict[str, dict[str, Any]] = {}
         events: list[tuple[str, str, str, dict[str, Any]]] = []
         for job in jobs.values():
@@ -199,6 +204,7 @@ class RoundLoop(WorkerSettling):
         self.store.commit_round(self.round_no, now, decision_record(decision, self.cluster), policy_s, summary,
                                 updates, events, explanations, consumed)
         self.intake.committed(consumed)
+        self.active.committed(updates)
         for job_id, spec, control in launches:
             self._launch(job_id, spec, control, now)
         self.round_no += 1
@@ -284,16 +290,9 @@ class RoundLoop(WorkerSettling):
     def _reconcile(self, job: JobRecord, now: float, updates: dict[str, dict[str, Any]],
                    events: list[tuple[str, str, str, dict[str, Any]]]) -> None:
         mem = self.memory.get(job.id)
-        if mem is None:  # first sight since the start: replay its observations for the estimators
-            mem = self.memory[job.id] = JobMemory()
-            tput, grad = self.store.observations(job.id)
-            mem.new_tput, mem.new_grad = list(tput), list(grad)
-            if grad:
-                mem.last_grad = (grad[-1].grad_sqr, grad[-1].grad_var)
-            if self.store.meta_get(SILENT + job.id) is not None and self.cluster is not None:
-                mem.silent = True
-                mem.new_tput.extend(unit_speed(job.submission.to_job_spec(job.id, 0.0, job.user), self.cluster,
-                                               now))
+        if mem is None:
+            self._first_sight([job])
+            mem = self.memory[job.id]
         up = updates.setdefault(job.id, {})
         assert self.cluster is not None
         placement = membership.to_global(self.cluster, job.placement) if job.placement else Placement.empty()
@@ -347,6 +346,27 @@ class RoundLoop(WorkerSettling):
         since = self.last_round_s if self.last_round_s is not None else now
         if not self._enforce_wall_time(job, now, since, up, events):
             self._settle_workers(job, mem, now, up, events)
+
+    def _first_sight(self, jobs: list[JobRecord]) -> None:
+        """Jobs seen for the first time since the start: their observations replayed for the estimators, the
+        silent ones marked, their report offsets read; a few queries for all of them, not three per job."""
+        if not jobs:
+            return
+        ids = [j.id for j in jobs]
+        seen = self.store.observations_of(ids)
+        silent = self.store.meta_many([SILENT + j for j in ids])
+        self.intake.prefetch(ids)
+        now = self.clock()
+        for job in jobs:
+            mem = self.memory[job.id] = JobMemory()
+            tput, grad = seen.get(job.id, ([], []))
+            mem.new_tput, mem.new_grad = list(tput), list(grad)
+            if grad:
+                mem.last_grad = (grad[-1].grad_sqr, grad[-1].grad_var)
+            if SILENT + job.id in silent and self.cluster is not None:
+                mem.silent = True
+                mem.new_tput.extend(unit_speed(job.submission.to_job_spec(job.id, 0.0, job.user), self.cluster,
+                                               now))
 
     def _account(self, jobs: dict[str, JobRecord], updates: dict[str, dict[str, Any]], now: float) -> None:
         """Charge running jobs the time since the last round (or since they started)."""
@@ -532,6 +552,7 @@ class RoundLoop(WorkerSettling):
                 mem.profiles.pop(key)
             else:
                 self.store.update_job(job_id, status="queued", placement={}, gpus=0, gpu_type=None)
+                self.active.forget(job_id)
             self.store.add_event(job_id, "start-failed", f"could not start: {exc}", now_s=now)
             return
         mem = self.memory.setdefault(key.split(".", 1)[0], JobMemory())

@@ -40,10 +40,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
 
-from dlsched.core import GradientObservation, InputError, ThroughputObservation
+from dlsched.core import InputError
 from dlsched.service import models as m
 from dlsched.service.accounts import Accounts, cancel_in, hash_token, record
 from dlsched.service.accounts import check_name as _check_name
+from dlsched.service.job_reports import IN_CHUNK, REPORTS_OFFSET, JobReports
 from dlsched.service.records import (
     ACTIVE_STATUSES,
     FINISHED_STATUSES,
@@ -64,8 +65,6 @@ SQLITE_BUSY_MS = 30_000
 #: The key PostgreSQL's advisory lock takes while migrating, so two services starting at once queue.
 _MIGRATION_LOCK = 0x646C7363
 MIGRATIONS = Path(__file__).parent / "migrations"
-#: Meta key prefix of the bytes of a job's ``reports.jsonl`` consumed (committed with what they caused).
-REPORTS_OFFSET = "reports_offset:"
 #: The meta row ``/healthz``'s write probe rewrites, and how long a good probe is trusted (seconds).
 PROBE_KEY = "health_probe"
 PROBE_EVERY_S = 5.0
@@ -97,7 +96,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
-class Store(Accounts):
+class Store(Accounts, JobReports):
     """Users, tokens, quotas, jobs, events, rounds, telemetry, observations, the audit trail and meta, in one
     database (users, tokens and the audit trail: :class:`dlsched.service.accounts.Accounts`)."""
 
@@ -291,6 +290,12 @@ class Store(Accounts):
                              "key for a new job", field="Idempotency-Key")
         return existing, False
 
+    def add_jobs(self, user: str, submissions: Sequence[JobSubmission], now_s: float) -> list[str]:
+        """Store many submitted jobs of one user in one transaction (all or none), each as :meth:`add_job`
+        stores it; their ids in order. For loading a queue at once (the scale benchmark, a migration)."""
+        with self._write() as s:
+            return [_insert_job(s, user, sub, now_s).id for sub in submissions]
+
     def job(self, job_id: str) -> JobRecord | None:
         with self._read() as s:
             row = s.execute(select(m.Job).where(m.Job.id == job_id)).scalar_one_or_none()
@@ -330,6 +335,23 @@ class Store(Accounts):
     def active_jobs(self) -> list[JobRecord]:
         """Jobs the round loop still schedules: queued, profiling or running."""
         return self.jobs(include_finished=False)
+
+    def active_job_flags(self) -> dict[str, bool]:
+        """Every active job's id and whether its cancel was asked for, in submission order: the two things
+        other writers than the round loop change (the API cancels, submits), read without the rows."""
+        with self._read() as s:
+            rows = s.execute(select(m.Job.id, m.Job.cancel_requested).where(m.Job.status.in_(ACTIVE_STATUSES))
+                             .order_by(m.Job.seq))
+            return {str(i): bool(c) for i, c in rows}
+
+    def jobs_by_id(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        """The rows of these jobs (unknown ids left out), in submission order, a bounded ``IN`` at a time."""
+        out: list[JobRecord] = []
+        with self._read() as s:
+            for i in range(0, len(job_ids), IN_CHUNK):
+                chunk = list(job_ids[i:i + IN_CHUNK])
+                out.extend(_job_record(r) for r in s.execute(select(m.Job).where(m.Job.id.in_(chunk))).scalars())
+        return sorted(out, key=lambda j: int(j.id.rsplit("-", 1)[-1]))
 
     def count_jobs(self) -> int:
         with self._read() as s:
@@ -418,29 +440,6 @@ class Store(Accounts):
         with self._read() as s:
             return s.execute(select(func.max(m.Round.round_no))).scalar_one()
 
-    # what jobs report
-
-    def telemetry(self, job_id: str) -> list[dict[str, Any]]:
-        with self._read() as s:
-            return [dict(t.report) for t in s.execute(select(m.Telemetry).where(m.Telemetry.job_id == job_id)
-                                                      .order_by(m.Telemetry.id)).scalars()]
-
-    def observations(self, job_id: str) -> tuple[list[ThroughputObservation], list[GradientObservation]]:
-        throughput: list[ThroughputObservation] = []
-        gradient: list[GradientObservation] = []
-        with self._read() as s:
-            for o in s.execute(select(m.Observation).where(m.Observation.job_id == job_id)
-                               .order_by(m.Observation.id)).scalars():
-                if o.kind == "throughput":
-                    throughput.append(_throughput(o.data))
-                else:
-                    gradient.append(GradientObservation(**o.data))
-        return throughput, gradient
-
-    def reports_offset(self, job_id: str) -> int:
-        """Bytes of the job's ``reports.jsonl`` consumed by committed rounds."""
-        return int(self.meta_get(f"{REPORTS_OFFSET}{job_id}") or 0)
-
     # meta
 
     def meta_get(self, key: str) -> str | None:
@@ -500,15 +499,6 @@ def _float_or_none(value: Any) -> float | None:
         return None if value is None else float(value)
     except (TypeError, ValueError):
         return None
-
-
-def _throughput(data: dict[str, Any]) -> ThroughputObservation:
-    """A ThroughputObservation back from JSON (whose lists were tuples)."""
-    fields = dict(data)
-    fields["servers"] = tuple((int(a), int(b)) for a, b in fields.get("servers", ()))
-    fields["components"] = tuple((str(a), float(b)) for a, b in fields.get("components", ()))
-    fields["data_load_s"] = tuple(float(x) for x in fields.get("data_load_s", ()))
-    return ThroughputObservation(**fields)
 
 
 def _column_values(fields: dict[str, Any]) -> dict[str, Any]:
