@@ -260,3 +260,25 @@ def _head() -> str:
     head = ScriptDirectory(str(MIGRATIONS)).get_current_head()
     assert head is not None
     return head
+
+
+def test_many_job_reads_and_the_metrics_totals_agree_with_reading_every_row(store: Store):
+    """The batched reads a round uses (flags, rows by id, meta, observations) and the totals ``/metrics``
+    reports equal what one-by-one reads and a full scan give, across more ids than one ``IN`` holds."""
+    store.add_user("alice")
+    ids = store.add_jobs("alice", [submission(f"j{i}") for i in range(2000)], 1.0)
+    store.request_cancel(ids[5], 2.0)
+    store.update_job(ids[7], status="running", restarts=3)
+    store.update_job(ids[9], status="succeeded", restarts=2)
+    store.meta_set(f"reports_offset:{ids[1500]}", "42")
+    store.commit_changes(3.0, {}, [], ConsumedReports(gradient={ids[1999]: [GradientObservation(1.0, 4, 2.0, 3.0)]}))
+    every = store.jobs()
+    assert store.active_job_flags() == {j.id: j.cancel_requested for j in every
+                                        if j.status not in ("cancelled", "succeeded")}
+    assert store.jobs_by_id([ids[1999], "job-nope", ids[0], *ids[900:1000]]) == [store.job(i) for i in
+                                                                                [ids[0], *ids[900:1000], ids[1999]]]
+    assert store.meta_many([f"reports_offset:{i}" for i in ids]) == {f"reports_offset:{ids[1500]}": "42"}
+    assert store.observations_of(ids) == {ids[1999]: store.observations(ids[1999])}
+    counts, restarts = store.job_totals()
+    assert counts == {s: sum(1 for j in every if j.status == s) for s in {j.status for j in every}}
+    assert restarts == sum(j.restarts for j in every) == 5

@@ -1,7 +1,8 @@
 """``/metrics``: the service in Prometheus's text format, for an operator's scraper and alerts.
 
 The numbers are read from the store at scrape time by a custom collector (nothing is counted twice, and a
-restarted service reports what its database holds, not zero): jobs by status, GPUs allocated per type and
+restarted service reports what its database holds, not zero), as aggregates the database computes (a
+scrape reads no job's row, however many jobs there ever were): jobs by status, GPUs allocated per type and
 in all, the last round's wall time and the policy's (solver's) share of it, the queue length, restarts
 summed over every job, and the number of rounds. The route needs no token, like ``/healthz``: it names
 no job and no user.
@@ -44,13 +45,13 @@ class StoreCollector(Collector):
         self.store = store
 
     def collect(self) -> Iterator[Metric]:
-        jobs = self.store.jobs(include_finished=True)
+        counts, restarts = self.store.job_totals()
         by_status = GaugeMetricFamily("dlsched_jobs", "Jobs in each status.", labels=["status"])
         for name in STATUSES:
-            by_status.add_metric([name], sum(1 for j in jobs if j.status == name))
+            by_status.add_metric([name], counts.get(name, 0))
         yield by_status
         yield CounterMetricFamily("dlsched_job_restarts", "Restarts of every job, finished ones included.",
-                                  value=sum(j.restarts for j in jobs))
+                                  value=restarts)
         last = self.store.recent_rounds(1)
         summary = last[0]["summary"] if last else {}
         per_type = GaugeMetricFamily("dlsched_gpus_allocated", "GPUs held after the last round, per GPU type.",

@@ -353,6 +353,15 @@ class Store(Accounts, JobReports):
                 out.extend(_job_record(r) for r in s.execute(select(m.Job).where(m.Job.id.in_(chunk))).scalars())
         return sorted(out, key=lambda j: int(j.id.rsplit("-", 1)[-1]))
 
+    def job_totals(self) -> tuple[dict[str, int], int]:
+        """Jobs in each status and the restarts summed over every job, counted by the database (what
+        ``/metrics`` reports on each scrape, without reading a row)."""
+        with self._read() as s:
+            counts = {str(st): int(n) for st, n in
+                      s.execute(select(m.Job.status, func.count()).group_by(m.Job.status))}
+            restarts = int(s.execute(select(func.coalesce(func.sum(m.Job.restarts), 0))).scalar_one())
+        return counts, restarts
+
     def count_jobs(self) -> int:
         with self._read() as s:
             return int(s.execute(select(func.count()).select_from(m.Job)).scalar_one())
