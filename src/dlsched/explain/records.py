@@ -8,7 +8,6 @@ a record without ``last_round`` stands for its own round only).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,17 +32,13 @@ def write_records(path: str | Path, records: Iterable[dict[str, Any]]) -> None:
 def plain_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records as plain, strict JSON values (numpy numbers in facts become Python numbers, numbers that are
     not finite become None), for a file, a database or an HTTP answer."""
-    return [_finite(json.loads(json.dumps(r, default=_plain))) for r in records]
+    # one encoding of the whole list; the decoder turns the NaN and Infinity tokens the encoder writes for
+    # numbers that are not finite into None (no second walk over every value)
+    return list(json.loads(json.dumps(list(records), default=_plain), parse_constant=_not_finite))
 
 
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
+def _not_finite(_token: str) -> None:
+    return None
 
 
 def _plain(value: Any) -> Any:
