@@ -35,16 +35,7 @@ class JobReports:
                                                       .order_by(m.Telemetry.id)).scalars()]
 
     def observations(self, job_id: str) -> tuple[list[ThroughputObservation], list[GradientObservation]]:
-        throughput: list[ThroughputObservation] = []
-        gradient: list[GradientObservation] = []
-        with self._read() as s:
-            for o in s.execute(select(m.Observation).where(m.Observation.job_id == job_id)
-                               .order_by(m.Observation.id)).scalars():
-                if o.kind == "throughput":
-                    throughput.append(_throughput(o.data))
-                else:
-                    gradient.append(GradientObservation(**o.data))
-        return throughput, gradient
+        return self.observations_of([job_id]).get(job_id, ([], []))
 
     def observations_of(self, job_ids: Sequence[str]
                         ) -> dict[str, tuple[list[ThroughputObservation], list[GradientObservation]]]:

@@ -289,10 +289,7 @@ class RoundLoop(WorkerSettling):
     # -- what the workers did ------------------------------------------------------------------------
     def _reconcile(self, job: JobRecord, now: float, updates: dict[str, dict[str, Any]],
                    events: list[tuple[str, str, str, dict[str, Any]]]) -> None:
-        mem = self.memory.get(job.id)
-        if mem is None:
-            self._first_sight([job])
-            mem = self.memory[job.id]
+        mem = self.memory[job.id]  # run_round saw to every job's first sight
         up = updates.setdefault(job.id, {})
         assert self.cluster is not None
         placement = membership.to_global(self.cluster, job.placement) if job.placement else Placement.empty()

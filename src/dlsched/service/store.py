@@ -346,12 +346,11 @@ class Store(Accounts, JobReports):
 
     def jobs_by_id(self, job_ids: Sequence[str]) -> list[JobRecord]:
         """The rows of these jobs (unknown ids left out), in submission order, a bounded ``IN`` at a time."""
-        out: list[JobRecord] = []
+        rows: list[m.Job] = []
         with self._read() as s:
             for i in range(0, len(job_ids), IN_CHUNK):
-                chunk = list(job_ids[i:i + IN_CHUNK])
-                out.extend(_job_record(r) for r in s.execute(select(m.Job).where(m.Job.id.in_(chunk))).scalars())
-        return sorted(out, key=lambda j: int(j.id.rsplit("-", 1)[-1]))
+                rows.extend(s.execute(select(m.Job).where(m.Job.id.in_(list(job_ids[i:i + IN_CHUNK])))).scalars())
+            return [_job_record(r) for r in sorted(rows, key=lambda r: r.seq)]
 
     def job_totals(self) -> tuple[dict[str, int], int]:
         """Jobs in each status and the restarts summed over every job, counted by the database (what
