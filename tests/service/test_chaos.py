@@ -59,8 +59,10 @@ def _busy_node(info: dict[str, Any], jobs: list[str]) -> str:
     found: list[str] = []
 
     def placed() -> bool:  # the running job that has done least: it cannot finish before its node dies
+        # a job that has stepped: one still starting (imports, model) when its node dies leaves no report of
+        # that incarnation, and its restart would look like a first start
         running = [job for job in (show(info, j) for j in list(jobs))
-                   if job["status"] == "running" and job["placement"]]
+                   if job["status"] == "running" and job["placement"] and job["steps_done"] > 0]
         if not running:
             return False
         least = min(running, key=lambda job: job["steps_done"])
