@@ -21,17 +21,45 @@ def jv(spec, t: float, placement: tuple[int, ...] = ()) -> JobView:
                    restarts=0, progress_fraction=0.0, start_time_s=0.0 if running else None)
 
 
+VIEWS = [[jv(BIG, 60.0), jv(SMALL, 60.0)],                 # round 0: big placed, small behind the cut
+         [jv(BIG, 120.0, (0, 1, 2, 3)), jv(SMALL, 120.0)],  # round 1: big kept, small still waits
+         [jv(BIG, 180.0, (0, 1, 2, 3)), jv(SMALL, 180.0)],  # round 2: the same
+         [jv(SMALL, 240.0)]]                                # round 3: big finished, small placed
+
+
+def schedule(sched, jobs: list[JobView]) -> None:
+    sched.schedule(ClusterView(time_s=jobs[0].age_s + jobs[0].spec.submit_time_s, round_s=60.0,
+                               cluster=CLUSTER, jobs=jobs))
+
+
 def rounds(collapse: bool) -> list[dict]:
     sched = build_scheduler("fifo")
     sched.explain_collapse = collapse
-    views = [[jv(BIG, 60.0), jv(SMALL, 60.0)],                 # round 0: big placed, small behind the cut
-             [jv(BIG, 120.0, (0, 1, 2, 3)), jv(SMALL, 120.0)],  # round 1: big kept, small still waits
-             [jv(BIG, 180.0, (0, 1, 2, 3)), jv(SMALL, 180.0)],  # round 2: the same
-             [jv(SMALL, 240.0)]]                                # round 3: big finished, small placed
-    for jobs in views:
-        sched.schedule(ClusterView(time_s=jobs[0].age_s + jobs[0].spec.submit_time_s, round_s=60.0,
-                                   cluster=CLUSTER, jobs=jobs))
+    for jobs in VIEWS:
+        schedule(sched, jobs)
     return sched.take_explanations()
+
+
+def test_changes_taken_every_round_make_the_same_records_as_one_take_at_the_end() -> None:
+    """The service's way (changes each round, in its own round numbers) stores what the simulator's
+    way (one take at the end) writes, once open records are closed at the last round."""
+    sched = build_scheduler("fifo")
+    rows: list[dict] = []
+    ranks = []
+    for n, jobs in enumerate(VIEWS):
+        schedule(sched, jobs)
+        got = sched.take_explanation_changes(100 + n)
+        for job, stage, last in got.closed:  # what the store does with a closing
+            (row,) = [r for r in rows if r["job"] == job and r["stage"] == stage and "last_round" not in r]
+            row["last_round"] = last
+        rows.extend(dict(r) for r in got.opened)
+        ranks.append(got.ranks)
+    for r in rows:
+        r.setdefault("last_round", 103)
+    assert ranks[0] == {"big": 1, "small": 2} and ranks[3] == {"small": 1}
+    expected = [{**r, "round": r["round"] + 100, "last_round": r["last_round"] + 100} for r in rounds(True)]
+    key = lambda r: (r["job"], r["stage"], r["round"])  # noqa: E731
+    assert sorted(rows, key=key) == sorted(expected, key=key)
 
 
 def test_unchanged_decisions_fold_into_one_record() -> None:

@@ -95,13 +95,16 @@ def serve(
     max_log_mb: Annotated[str | None, typer.Option("--max-log-mb", metavar="MIB", help="What each rank's log "
                                                    "may hold (rotated, the dropped part said; default "
                                                    "1024).")] = None,
+    explain_keep_rounds: Annotated[str | None, typer.Option("--explain-keep-rounds", metavar="ROUNDS", help=(
+        "Delete explanation records that stopped holding more than ROUNDS rounds ago (default: keep all; a "
+        "job's current ones are always kept)."))] = None,
     reconfigure: Annotated[bool, typer.Option("--reconfigure", help="Accept flags that differ from the "
                                               "configuration the state was created with (recorded).")] = False,
 ) -> None:
     """Run the scheduler service until SIGINT or SIGTERM.
 
     The configuration (policy, --set, the stage flags, --plugin, cluster, round, executor, checkpoint folder, database, grace and
-    minimum run times, --allow-dir, --isolation, --job-user, --allow-shared-account, --max-log-mb) is stored
+    minimum run times, --allow-dir, --isolation, --job-user, --allow-shared-account, --max-log-mb, --explain-keep-rounds) is stored
     with the state on its first start; a restart without flags resumes it."""
     if ctx.invoked_subcommand is not None:
         return
@@ -117,7 +120,7 @@ def serve(
                  "database": database, "checkpoint_dir": checkpoint_dir, "round_s": round_s,
                  "executor": executor, "stop_grace_s": stop_grace_s, "min_run_s": min_run_s,
                  "max_body_kb": max_body_kb, "rate_per_s": rate_per_s, "isolation": isolation,
-                 "job_user": job_user, "max_log_mb": max_log_mb}
+                 "job_user": job_user, "max_log_mb": max_log_mb, "explain_keep_rounds": explain_keep_rounds}
         values: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
         if cluster is not None:
             values["cluster_given"] = True

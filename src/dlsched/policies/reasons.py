@@ -15,14 +15,17 @@ asked, so a stage pays nothing for jobs nobody asks about.
 Cheap enough to stay on: with ``collapse`` (the simulator), a job whose decision at a stage has the same
 signature as in the round before (admitted or the quota reason; its rank, exact up to :data:`RANK_EXACT` and
 by power-of-two band behind; the demand's shape; the GPUs) adds no record; the earlier record's
-``last_round`` covers the round instead, and its facts stay those of its first round. The service records
-every round in full (``collapse=False``), since it commits each round's records as they come.
+``last_round`` covers the round instead, and its facts stay those of its first round. The simulator takes
+the records once, at the end (:meth:`Recorder.take` closes every open record); the service takes them every
+round as changes (:meth:`Recorder.take_changes`: the records opened since, and the earlier ones that closed),
+so it stores a record per change of decision, not per job and round.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from dlsched.core import ClusterView, Decision, JobView, Placement
@@ -36,6 +39,20 @@ def take_explanations(scheduler: object) -> list[Record]:
     keeps none)."""
     take = getattr(scheduler, "take_explanations", None)
     return list(take()) if take is not None else []
+
+
+def take_explanation_changes(scheduler: object, round_no: int) -> RecordChanges:
+    """What a scheduler recorded since it was last asked, as changes (:meth:`Recorder.take_changes`), its
+    last round numbered ``round_no``. A scheduler that hands over only whole records
+    (``take_explanations``) gets each record standing for ``round_no`` alone."""
+    changes = getattr(scheduler, "take_explanation_changes", None)
+    if changes is not None:
+        got: RecordChanges = changes(round_no)
+        return got
+    records = [{**r, "round": round_no, "last_round": round_no} for r in take_explanations(scheduler)]
+    ranks = {str(r["job"]): rank for r in records
+             if r.get("stage") == "ordering" and isinstance(rank := (r.get("facts") or {}).get("rank"), int)}
+    return RecordChanges(records, [], ranks)
 
 
 def ordinal(n: int) -> str:
@@ -128,6 +145,20 @@ RANK_EXACT = 16
 Builder = Callable[[str], tuple[str, str, dict[str, Any]]]
 
 
+@dataclass
+class RecordChanges:
+    """What a :class:`Recorder` recorded since it was last asked, in the caller's round numbers.
+
+    ``opened``: new records; those still open (their decision holds) have no ``last_round``, those already
+    closed have theirs. ``closed``: (job, stage, last_round) of records handed over open earlier that have
+    since closed. ``ranks``: each ordered job's exact rank in the last round (records keep a rank deep in
+    the queue by band only)."""
+
+    opened: list[Record] = field(default_factory=list)
+    closed: list[tuple[str, str, int]] = field(default_factory=list)
+    ranks: dict[str, int] = field(default_factory=dict)
+
+
 class Recorder:
     """Builds the records of each round a scheduler plans; :meth:`take` hands them over.
 
@@ -146,6 +177,10 @@ class Recorder:
         self._prev: dict[str, dict[str, object]] = {s: {} for s in STAGE_NAMES}
         #: stage -> job -> its open record (collapse only).
         self._open: dict[str, dict[str, Record]] = {s: {} for s in STAGE_NAMES}
+        #: Records that closed since the last take (collapse only).
+        self._closing: list[Record] = []
+        #: Each ordered job's exact rank in the last round.
+        self._ranks: dict[str, int] = {}
 
     def take(self) -> list[Record]:
         if self.collapse:
@@ -154,8 +189,31 @@ class Recorder:
                     rec["last_round"] = self.round
                 self._open[stage] = {}
                 self._prev[stage] = {}
+        self._closing = []
         out, self._records = self._records, []
         return out
+
+    def take_changes(self, round_no: int) -> RecordChanges:
+        """The records opened and closed since the last call, open records staying open (``collapse``
+        only); ``round_no`` is the caller's number for the last round recorded, to which every round
+        number handed over is translated."""
+        if not self.collapse:
+            raise ValueError("take_changes needs a recorder that collapses unchanged decisions")
+        shift = round_no - self.round
+        out, self._records = self._records, []
+        closing, self._closing = self._closing, []
+        still_open = {id(r) for stage in STAGE_NAMES for r in self._open[stage].values()}
+        opened: list[Record] = []
+        for rec in out:
+            copy = {**rec, "round": rec["round"] + shift}
+            if id(rec) in still_open:
+                del copy["last_round"]
+            else:
+                copy["last_round"] = rec["last_round"] + shift
+            opened.append(copy)
+        new = {id(r) for r in out}
+        closed = [(r["job"], r["stage"], r["last_round"] + shift) for r in closing if id(r) not in new]
+        return RecordChanges(opened, closed, dict(self._ranks))
 
     def _step(self, stage: str, cur: dict[str, object], build: Builder, view: ClusterView,
               stage_obj: object) -> None:
@@ -174,6 +232,7 @@ class Recorder:
             rec = opened.pop(jid, None)
             if rec is not None:
                 rec["last_round"] = max(rec["round"], r - 1)
+                self._closing.append(rec)
         missing = object()
         for jid, sig in cur.items():
             if prev.get(jid, missing) == sig:
@@ -181,6 +240,7 @@ class Recorder:
             rec = opened.get(jid)
             if rec is not None:
                 rec["last_round"] = max(rec["round"], r - 1)
+                self._closing.append(rec)
             opened[jid] = self._add(jid, stage, build, view, stage_obj)
 
     def _add(self, job: str, stage: str, build: Builder, view: ClusterView, stage_obj: object) -> Record:
@@ -238,6 +298,7 @@ class Recorder:
         name = str(getattr(stage, "name", "?"))
         n = len(ordered)
         ranks = {j.job_id: i for i, j in enumerate(ordered, 1)}
+        self._ranks = ranks
         # the signature is the rank near the head of the queue, and the power-of-two band of ranks deeper in
         # it: a long queue shifts every rank behind a job that leaves, which would otherwise cost a record
         # per waiting job per round

@@ -30,7 +30,7 @@ import numpy as np
 
 from dlsched.core import ClusterView, Decision, JobView
 from dlsched.estimators.base import GoodputEstimator
-from dlsched.policies.reasons import Recorder
+from dlsched.policies.reasons import RecordChanges, Recorder
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,8 +298,8 @@ class StagedScheduler:
     #: Record why each stage decided (:mod:`dlsched.policies.reasons`); :meth:`take_explanations` hands the
     #: records over. On by default: it costs a few percent of a simulation.
     explain: bool = True
-    #: Collapse a job's unchanged decisions into one record per stage (the simulator); the service records
-    #: every round in full.
+    #: Collapse a job's unchanged decisions into one record per stage (the simulator, and the service, which
+    #: stores the changes); False: a record per job, stage and round.
     explain_collapse: bool = True
     _recorder: Recorder | None = field(default=None, init=False, repr=False)
 
@@ -357,6 +357,14 @@ class StagedScheduler:
         """The records of the rounds planned since the last call (the contract in docs/service.md,
         "Explanations"), oldest first; empty when ``explain`` is off."""
         return [] if self._recorder is None else self._recorder.take()
+
+    def take_explanation_changes(self, round_no: int) -> RecordChanges:
+        """The records opened and closed since the last call, open ones staying open (the service's way:
+        :meth:`Recorder.take_changes`), the last round numbered ``round_no``; nothing when ``explain`` is
+        off. Not to be mixed with :meth:`take_explanations` on one scheduler."""
+        if self._recorder is None:
+            return RecordChanges()
+        return self._recorder.take_changes(round_no)
 
     def attach_oracle(self, estimator: GoodputEstimator) -> None:
         self.allocation.attach_estimator(estimator)

@@ -35,6 +35,7 @@ STORED: dict[str, str] = {
     "database": "--database", "stop_grace_s": "--stop-grace-s", "min_run_s": "--min-run-s",
     "allow_dir": "--allow-dir", "isolation": "--isolation", "job_user": "--job-user",
     "allow_shared_account": "--allow-shared-account", "max_log_mb": "--max-log-mb",
+    "explain_keep_rounds": "--explain-keep-rounds",
 }
 
 
@@ -72,7 +73,8 @@ def plain(options: ServeOptions, state: Path) -> dict[str, Any]:
               "database": options.database, "stop_grace_s": options.stop_grace_s, "min_run_s": options.min_run_s,
               "allow_dir": [str(p.expanduser().resolve()) for p in options.allow_dir],
               "isolation": options.isolation, "job_user": options.job_user,
-              "allow_shared_account": options.allow_shared_account, "max_log_mb": options.max_log_mb}
+              "allow_shared_account": options.allow_shared_account, "max_log_mb": options.max_log_mb,
+              "explain_keep_rounds": options.explain_keep_rounds}
     return values
 
 

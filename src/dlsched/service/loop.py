@@ -30,14 +30,13 @@ from typing import Any
 from dlsched.core import Adaptivity, Cluster, ClusterView, InputError, JobStatus, JobView, Placement
 from dlsched.core.view import waiting_queue_wait_s
 from dlsched.estimators.goodput import LearnedGoodputEstimator
-from dlsched.explain.records import plain_records
 from dlsched.policies import Scheduler
-from dlsched.policies.reasons import take_explanations
 from dlsched.runtime.executor_api import Executor, LaunchSpec
 from dlsched.service import membership
 from dlsched.service.active_jobs import ActiveJobs
 from dlsched.service.admission_check import cluster_refusal
 from dlsched.service.batch import choose_batch
+from dlsched.service.explain_log import ExplanationLog
 from dlsched.service.intake import ReportIntake
 from dlsched.service.isolation import lookup, prepare_job
 from dlsched.service.launcher import rank_command
@@ -48,7 +47,6 @@ from dlsched.service.reports import digest, write_control
 from dlsched.service.round_record import decision_record, round_summary, where
 from dlsched.service.settle import WorkerSettling, reserved
 from dlsched.service.silent import SILENT, unit_speed
-from dlsched.service.silent import explanation as silent_record
 from dlsched.service.spec import JobSubmission
 from dlsched.service.store import JobRecord, Store
 from dlsched.service.waiting import waiting_reasons
@@ -69,6 +67,7 @@ class RoundLoop(WorkerSettling):
         self.memory: dict[str, JobMemory] = {}
         self.intake = ReportIntake(store, options.jobs_dir)
         self.active = ActiveJobs(store)
+        self.explained = ExplanationLog(options.explain_keep_rounds)
         epoch = store.meta_get("epoch_s")
         if epoch is None:
             epoch = repr(self.clock())
@@ -172,14 +171,11 @@ class RoundLoop(WorkerSettling):
         self._hold(live, updates, events)
         live = {k: _merged(j, updates.get(k, {})) for k, j in live.items()}
         view = self._view({k: j for k, j in live.items() if j.status != "held"}, t)
-        if getattr(self.scheduler, "explain_collapse", False):  # every round's records in full, as committed
-            self.scheduler.explain_collapse = False  # type: ignore[attr-defined]
         p0 = time.perf_counter()
         decision = self.scheduler.schedule(view)
         policy_s = time.perf_counter() - p0
-        explanations = plain_records({**r, "round": self.round_no} for r in take_explanations(self.scheduler))
-        explanations += [silent_record(jv.job_id, self.round_no, t, self.scheduler.name, jv.spec)
-                         for jv in view.jobs if (m := self.memory.get(jv.job_id)) is not None and m.silent]
+        explanations = self.explained.take(self.scheduler, self.round_no, t, {
+            jv.job_id: jv.spec for jv in view.jobs if (m := self.memory.get(jv.job_id)) is not None and m.silent})
         self.last_policy_s = policy_s
         young = {j for j, job in live.items() if job.status == "running" and self._young(j, now)}
         for job_id in pin(decision, view.jobs, young, allows_packing=self.scheduler.traits.allows_packing):
@@ -197,7 +193,7 @@ class RoundLoop(WorkerSettling):
             decision.allocations = {k: _keep(jv) for k, jv in ((jv.job_id, jv) for jv in view.jobs) if jv.placement}
             decision.profiles = {}
         launches = self._apply(decision, view, live, updates, events, now)
-        self._reasons(view, decision, explanations, live, updates, launches)
+        self._reasons(view, decision, live, updates, launches)
         summary = round_summary(self.cluster, view, decision, policy_s, t)
         summary["round_s"] = time.perf_counter() - r0  # up to the round's commit
         consumed = self.intake.take()
@@ -241,14 +237,14 @@ class RoundLoop(WorkerSettling):
                 up.update(status="queued", message=None)
                 events.append((job.id, "released", "released: the cluster can hold it again", {}))
 
-    def _reasons(self, view: ClusterView, decision: Any, explanations: list[dict[str, Any]],
-                 jobs: dict[str, JobRecord], updates: dict[str, dict[str, Any]], launches: list[Any]) -> None:
+    def _reasons(self, view: ClusterView, decision: Any, jobs: dict[str, JobRecord],
+                 updates: dict[str, dict[str, Any]], launches: list[Any]) -> None:
         """Each active job's waiting reason and its detail, written only when they changed."""
         launched = {key for key, _spec, _c in launches}
         starting = {j for j in decision.allocations
                     if j in launched or not (self.memory.get(j) or JobMemory()).stepped}
-        reasons: dict[str, tuple[str | None, str | None]] = waiting_reasons(view, decision, explanations,
-                                                                            starting=starting)
+        reasons: dict[str, tuple[str | None, str | None]] = waiting_reasons(
+            view, decision, self.explained.current, starting=starting, ranks=self.explained.ranks)
         for job_id, job in jobs.items():
             up = updates.setdefault(job_id, {})
             status = up.get("status", job.status)
@@ -276,6 +272,7 @@ class RoundLoop(WorkerSettling):
             # stages keep per-cluster state (leases, configurations): start them afresh, with every job's
             # observations replayed from the database
             self.scheduler = self.make_scheduler()
+            self.explained.restart()
             for job_id, mem in self.memory.items():
                 tput, grad = self.store.observations(job_id)
                 mem.new_tput, mem.new_grad, mem.spec = list(tput), list(grad), None

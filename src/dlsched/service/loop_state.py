@@ -50,6 +50,9 @@ class LoopOptions:
     #: log may hold (None: no cap).
     isolation: Isolation | None = None
     max_log_bytes: int | None = None
+    #: Explanation records that stopped holding more than this many rounds ago are deleted (None: kept);
+    #: a job's current records are kept whatever their age.
+    explain_keep_rounds: int | None = None
 
 
 @dataclass

@@ -116,13 +116,15 @@ class Round(Base):
 
 
 class Explanation(Base):
-    """Why one stage decided what it did for one job in one round (the record of docs/service.md,
-    "Explanations"), kept whole as JSON beside the round that made it."""
+    """Why one stage decided what it did for one job, from round ``round_no`` through ``last_round`` (NULL:
+    the decision still holds), the record of docs/service.md, "Explanations", kept whole as JSON. ``stage``
+    is the record's stage, or ``silent`` for the record that says how a job without statistics is treated."""
 
     __tablename__ = "explanations"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     round_no: Mapped[int] = mapped_column(Integer, index=True)
+    last_round: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
     job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     stage: Mapped[str] = mapped_column(String(16))
     record: Mapped[dict[str, Any]] = mapped_column(JSON)

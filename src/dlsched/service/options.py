@@ -71,6 +71,9 @@ class ServeOptions(BaseModel):
     allow_shared_account: bool = False
     #: the MiB each rank's log may hold, current and rotated part together
     max_log_mb: Annotated[int, Field(ge=1, le=1024 * 1024)] = 1024
+    #: explanation records that stopped holding more than this many rounds ago are deleted (None: all kept;
+    #: a job's current records are kept whatever their age)
+    explain_keep_rounds: Annotated[int, Field(ge=1, le=10**9)] | None = None
     #: accept flags that differ from the configuration the state was created with (and record the change)
     reconfigure: bool = False
 

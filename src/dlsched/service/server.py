@@ -269,7 +269,8 @@ def _serve_api(options: ServeOptions, state: Path, store: Store, lock: ServiceLo
     loop = RoundLoop(store, executor, lambda: service_scheduler(options), cluster_name=cluster_name,
                      options=LoopOptions(round_s=options.round_s, jobs_dir=jobs_dir, checkpoint_dir=checkpoint_dir,
                                          stop_grace_s=options.stop_grace_s, min_run_s=options.min_run_s,
-                                         isolation=isolation, max_log_bytes=options.max_log_mb << 20))
+                                         isolation=isolation, max_log_bytes=options.max_log_mb << 20,
+                                         explain_keep_rounds=options.explain_keep_rounds))
     loop.recover()
     stop = threading.Event()
 

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dlsched.service.explanation_store import ExplanationChanges
 from dlsched.service.records import ConsumedReports, JobRecord
 from dlsched.service.spec import JobSubmission
 from dlsched.service.store import Store
@@ -103,7 +104,7 @@ class LoggedStore(Store):
     def commit_round(self, round_no: int, time_s: float, decision: dict[str, Any], policy_s: float,
                      summary: dict[str, Any], job_updates: dict[str, dict[str, Any]],
                      events: list[tuple[str, str, str, dict[str, Any]]],
-                     explanations: Sequence[dict[str, Any]] = (), consumed: ConsumedReports | None = None) -> None:
+                     explanations: ExplanationChanges | None = None, consumed: ConsumedReports | None = None) -> None:
         placed = sorted({j for j, kind, _m, _d in events if kind == "placed"})
         before = {j: job.status for j in placed if (job := self.job(j)) is not None}
         super().commit_round(round_no, time_s, decision, policy_s, summary, job_updates, events, explanations,

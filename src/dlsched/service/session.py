@@ -56,7 +56,8 @@ def run_workload(options: ServeOptions, workload: Sequence[TimedSubmission], *,
                      cluster_name=cluster_name,
                      options=LoopOptions(round_s=options.round_s, jobs_dir=state / "jobs",
                                          checkpoint_dir=checkpoint_dir, stop_grace_s=options.stop_grace_s,
-                                         min_run_s=options.min_run_s))
+                                         min_run_s=options.min_run_s,
+                                         explain_keep_rounds=options.explain_keep_rounds))
     pending = sorted(workload, key=lambda w: w.at_s)
     ids: list[str] = []
     start = time.monotonic()

@@ -44,6 +44,7 @@ from dlsched.core import InputError
 from dlsched.service import models as m
 from dlsched.service.accounts import Accounts, cancel_in, hash_token, record
 from dlsched.service.accounts import check_name as _check_name
+from dlsched.service.explanation_store import ExplanationChanges, Explanations, write_explanations
 from dlsched.service.job_reports import IN_CHUNK, REPORTS_OFFSET, JobReports
 from dlsched.service.records import (
     ACTIVE_STATUSES,
@@ -96,7 +97,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
-class Store(Accounts, JobReports):
+class Store(Accounts, JobReports, Explanations):
     """Users, tokens, quotas, jobs, events, rounds, telemetry, observations, the audit trail and meta, in one
     database (users, tokens and the audit trail: :class:`dlsched.service.accounts.Accounts`)."""
 
@@ -400,16 +401,15 @@ class Store(Accounts, JobReports):
     def commit_round(self, round_no: int, time_s: float, decision: dict[str, Any], policy_s: float,
                      summary: dict[str, Any], job_updates: dict[str, dict[str, Any]],
                      events: list[tuple[str, str, str, dict[str, Any]]],
-                     explanations: Sequence[dict[str, Any]] = (), consumed: ConsumedReports | None = None) -> None:
-        """Record a round, the job updates it causes, its events (job_id, kind, message, data), its
-        explanation records (docs/service.md, "Explanations") and the reports it consumed in ONE transaction:
-        after a crash either all of it is there or none. An update of an unknown job raises KeyError; an
-        event of an unknown job or a round number used before, IntegrityError."""
+                     explanations: ExplanationChanges | None = None, consumed: ConsumedReports | None = None) -> None:
+        """Record a round, the job updates it causes, its events (job_id, kind, message, data), the changes
+        of its explanation records (docs/service.md, "Explanations"; :mod:`dlsched.service.explanation_store`)
+        and the reports it consumed in ONE transaction: after a crash either all of it is there or none. An
+        update of an unknown job raises KeyError; an event of an unknown job or a round number used before,
+        IntegrityError."""
         with self._write() as s:
-            if explanations:
-                s.execute(insert(m.Explanation), [
-                    {"round_no": round_no, "job_id": r["job"], "stage": str(r["stage"])[:16], "record": r}
-                    for r in explanations])
+            if explanations is not None:
+                write_explanations(s, round_no, explanations)
             _write_changes(s, time_s, job_updates, events, consumed)
             s.execute(insert(m.Round).values(round_no=round_no, time_s=time_s, decision=decision,
                                              policy_s=policy_s, summary=summary))
@@ -434,15 +434,6 @@ class Store(Accounts, JobReports):
             rows = s.execute(select(m.Round).order_by(m.Round.round_no.desc()).limit(limit)).scalars().all()
             return [{"round_no": r.round_no, "time_s": r.time_s, "decision": r.decision, "policy_s": r.policy_s,
                      "summary": r.summary} for r in reversed(rows)]
-
-    def explanations(self, job_id: str, round_no: int | None = None) -> list[dict[str, Any]]:
-        """The job's explanation records (of one round when given), oldest round first, in the order the
-        stages recorded them."""
-        q = select(m.Explanation).where(m.Explanation.job_id == job_id)
-        if round_no is not None:
-            q = q.where(m.Explanation.round_no == round_no)
-        with self._read() as s:
-            return [dict(e.record) for e in s.execute(q.order_by(m.Explanation.round_no, m.Explanation.id)).scalars()]
 
     def last_round_no(self) -> int | None:
         with self._read() as s:

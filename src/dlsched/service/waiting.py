@@ -20,7 +20,7 @@ said, and the job's next step.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dlsched.core import ClusterView, Decision, JobView
@@ -40,16 +40,20 @@ def _rank(recs: dict[str, dict[str, Any]]) -> int | None:
     return rank if isinstance(rank, int) else None
 
 
-def waiting_reasons(view: ClusterView, decision: Decision, records: Iterable[dict[str, Any]], *,
-                    starting: set[str]) -> dict[str, Reason]:
+def waiting_reasons(view: ClusterView, decision: Decision,
+                    records: Iterable[dict[str, Any]] | Mapping[str, dict[str, dict[str, Any]]], *,
+                    starting: set[str], ranks: Mapping[str, int] | None = None) -> dict[str, Reason]:
     """Every job of ``view``: its reason and detail after ``decision`` (see the module docstring).
-    ``starting``: jobs that will run this round and have not reported a step since their launch."""
-    recs = _by_job(records)
+    ``records``: the records that stand for the round, or those already grouped by job and stage;
+    ``starting``: jobs that will run this round and have not reported a step since their launch;
+    ``ranks``: each job's exact rank in the round's order (by default the ordering record's, which a record
+    that stands for several rounds keeps from its first)."""
+    recs = records if isinstance(records, Mapping) else _by_job(records)
     used = {g for a in decision.allocations.values() for g in a.placement.gpus}
     free = view.cluster.num_gpus - len(used)
     waiting = [jv for jv in view.jobs if jv.job_id not in decision.allocations
                and jv.job_id not in decision.profiles and not jv.profiling]
-    queue = _Queue(waiting, recs)
+    queue = _Queue(waiting, recs, ranks)
     out: dict[str, Reason] = {}
     for jv in view.jobs:
         jid = jv.job_id
@@ -70,10 +74,16 @@ class _Queue:
     wait ahead of it, and which" is a bisection (a round with 100,000 waiting jobs must not compare every
     pair)."""
 
-    def __init__(self, waiting: list[JobView], recs: dict[str, dict[str, dict[str, Any]]]) -> None:
-        ranked = sorted((r, jv.job_id) for jv in waiting if (r := _rank(recs.get(jv.job_id, {}))) is not None)
+    def __init__(self, waiting: list[JobView], recs: Mapping[str, dict[str, dict[str, Any]]],
+                 ranks: Mapping[str, int] | None) -> None:
+        self.given = ranks
+        ranked = sorted((r, jv.job_id) for jv in waiting if (r := self.rank(jv.job_id, recs.get(jv.job_id, {})))
+                        is not None)
         self.ranks = [r for r, _j in ranked]
         self.ids = [j for _r, j in ranked]
+
+    def rank(self, job_id: str, mine: dict[str, dict[str, Any]]) -> int | None:
+        return self.given.get(job_id) if self.given is not None else _rank(mine)
 
     def ahead(self, rank: int | None) -> tuple[int, list[str]]:
         """How many ranked waiting jobs have a rank below ``rank``, and the first three
@@ -91,7 +101,7 @@ def _waiting(jv: JobView, mine: dict[str, dict[str, Any]], queue: _Queue, free: 
     said = (mine.get("allocation") or mine.get("placement") or {}).get("summary")
     if said is None and not jv.profiled_types and "profile" in str((mine.get("allocation") or {}).get("decided")):
         return ("Profiling", "it waits for GPUs to profile on; next: its profile runs")
-    rank = _rank(mine)
+    rank = queue.rank(jv.job_id, mine)
     n_ahead, first = queue.ahead(rank)
     detail = f"{said}; " if said else ""
     if n_ahead:
