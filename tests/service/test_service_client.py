@@ -154,7 +154,9 @@ def test_serve_checks_its_flags_before_starting(tmp_path: Path):
     assert "field 'state'" in error_line(runner.invoke(app, ["serve"]))
     for flag, value, field in (("--round-s", "0", "round_s"), ("--round-s", "nan", "round_s"),
                                ("--port", "70000", "port"), ("--executor", "docker", "executor"),
-                               ("--database", "mysql://x", "database"), ("--set", "novalue", "set")):
+                               ("--database", "mysql://x", "database"), ("--set", "novalue", "set"),
+                               ("--explain-keep-rounds", "0", "explain_keep_rounds"),
+                               ("--explain-keep-rounds", "many", "explain_keep_rounds")):
         line = error_line(runner.invoke(app, ["serve", "--state", str(tmp_path), flag, value]))
         assert f"field '{field}'" in line, line
 
