@@ -87,6 +87,9 @@ def main() -> None:
             if rank == 0:
                 _record(folder, event="stopped", step=step)
             break
+    # rank 0 may still be writing its last snapshot: leave together (gloo aborts a rank that tears its group
+    # down while a peer is still in it: "terminate called without an active exception")
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -67,7 +67,7 @@ def test_a_failed_commit_leaves_the_reports_unread(store: Store, tmp_path: Path)
     assert intake.read(job_id)
     consumed = intake.take()
     with pytest.raises(KeyError):  # an update of an unknown job rolls the whole commit back
-        store.commit_round(0, 1.0, {}, 0.0, {}, {"job-99": {"steps_done": 1}}, [], (), consumed)
+        store.commit_round(0, 1.0, {}, 0.0, {}, {"job-99": {"steps_done": 1}}, [], None, consumed)
     assert store.reports_offset(job_id) == 0 and store.telemetry(job_id) == []
     intake.begin()  # the next round
     assert [r["step"] for r in intake.read(job_id)] == [5]
