@@ -9,6 +9,7 @@ where they were: the next round, or the next start, reads the same lines again.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ class ReportIntake:
 
     def __init__(self, store: Store, jobs_dir: Path) -> None:
         self.store, self.jobs_dir = store, jobs_dir
+        self._jobs_dir = str(jobs_dir)
         #: Offsets known to be committed (read from the database on first use).
         self._committed: dict[str, int] = {}
         self.pending = ConsumedReports()
@@ -33,7 +35,13 @@ class ReportIntake:
 
     def read(self, job_id: str) -> list[dict[str, Any]]:
         """The job's complete report lines past what was read, held pending until :meth:`take`."""
-        reports, offset = read_new_reports(self._path(job_id), self._offset(job_id))
+        path, at = self._path(job_id), self._offset(job_id)
+        try:  # a stat, not an open, for the many jobs that wrote nothing since (most of a long queue)
+            if os.stat(path).st_size <= at:
+                return []
+        except OSError:
+            return []
+        reports, offset = read_new_reports(Path(path), at)
         if reports:
             self.pending.add_reports(job_id, reports, offset)
         return reports
@@ -80,5 +88,5 @@ class ReportIntake:
             self._committed[job_id] = self.store.reports_offset(job_id)
         return self._committed[job_id]
 
-    def _path(self, job_id: str) -> Path:
-        return self.jobs_dir / job_id / REPORTS_FILE
+    def _path(self, job_id: str) -> str:
+        return f"{self._jobs_dir}{os.sep}{job_id}{os.sep}{REPORTS_FILE}"  # no pathlib: called per job and round

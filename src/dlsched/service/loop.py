@@ -68,6 +68,7 @@ class RoundLoop(WorkerSettling):
         self.intake = ReportIntake(store, options.jobs_dir)
         self.active = ActiveJobs(store)
         self.explained = ExplanationLog(options.explain_keep_rounds)
+        self._refusals: tuple[Cluster | None, dict[str, InputError | None]] = (None, {})
         epoch = store.meta_get("epoch_s")
         if epoch is None:
             epoch = repr(self.clock())
@@ -225,10 +226,13 @@ class RoundLoop(WorkerSettling):
               events: list[tuple[str, str, str, dict[str, Any]]]) -> None:
         """Queued jobs the cluster as it stands can never hold wait as ``held`` (outside the scheduler's
         view, so they block no one); held jobs it can hold again are released."""
+        known = self._refusals[1] if self._refusals[0] is self.cluster else {}  # holds while the membership does
+        now_known: dict[str, InputError | None] = {}
+        self._refusals = (self.cluster, now_known)
         for job in jobs.values():
             if job.status not in ("queued", "held"):
                 continue
-            why = self.refusal(job.submission)
+            why = now_known[job.id] = known[job.id] if job.id in known else self.refusal(job.submission)
             up = updates.setdefault(job.id, {})
             if why is not None and job.status == "queued":
                 up.update(status="held", message=f"held: {why}")

@@ -43,10 +43,25 @@ def signature(cluster: Cluster) -> tuple[tuple[str, str, int], ...]:
     return tuple((n.name, n.gpu_type, n.num_gpus) for n in cluster.nodes)
 
 
+#: The last clusters' nodes by name (a round converts every running job's placement against one cluster).
+_BY_NAME: dict[int, tuple[Cluster, dict[str, Node]]] = {}
+
+
+def _nodes_by_name(cluster: Cluster) -> dict[str, Node]:
+    hit = _BY_NAME.get(id(cluster))
+    if hit is not None and hit[0] is cluster:
+        return hit[1]
+    if len(_BY_NAME) >= 4:
+        _BY_NAME.clear()
+    by_name = {n.name: n for n in cluster.nodes}
+    _BY_NAME[id(cluster)] = (cluster, by_name)
+    return by_name
+
+
 def to_global(cluster: Cluster, stored: dict[str, list[int]]) -> Placement | None:
     """The stored ``{node name: local GPU indices}`` as global GPU ids of ``cluster``; None when a node of
     it is gone (or lost GPUs), so the job's workers cannot be where the database says."""
-    by_name = {n.name: n for n in cluster.nodes}
+    by_name = _nodes_by_name(cluster)
     gpus: list[int] = []
     for node_name, local in stored.items():
         node = by_name.get(node_name)

@@ -26,7 +26,9 @@ from typing import Any, cast
 from sqlalchemy import (
     CursorResult,
     Engine,
+    Table,
     Update,
+    bindparam,
     create_engine,
     delete,
     event,
@@ -453,8 +455,7 @@ class Store(Accounts, JobReports, Explanations):
 
 def _write_changes(s: Session, time_s: float, job_updates: dict[str, dict[str, Any]],
                    events: list[tuple[str, str, str, dict[str, Any]]], consumed: ConsumedReports | None) -> None:
-    for job_id, fields in job_updates.items():
-        _update_job(s, job_id, fields)
+    _update_jobs(s, job_updates)
     for job_id, kind, message, data in events:
         _insert_event(s, job_id, kind, message, data, time_s)
     if consumed is None:
@@ -517,14 +518,36 @@ def _column_values(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def _update_job(s: Session, job_id: str, fields: dict[str, Any]) -> None:
-    values = _column_values(fields)
-    if not values:
-        return
-    if values.get("status") in FINISHED_STATUSES:  # a job that ended waits for nothing: no reason is left shown
-        values.setdefault("reason", None)
-        values.setdefault("reason_detail", None)
-    if _rowcount(s, update(m.Job).where(m.Job.id == job_id).values(**values)) == 0:
-        raise KeyError(job_id)
+    _update_jobs(s, {job_id: fields})
+
+
+def _update_jobs(s: Session, job_updates: dict[str, dict[str, Any]]) -> None:
+    """Many jobs' updates as one executemany per set of columns (a round updates thousands of rows; one
+    ORM UPDATE each took most of its commit); an unknown job is a KeyError, found after the writes (so
+    the transaction still starts with a write) and rolling all of it back."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for job_id, fields in job_updates.items():
+        values = _column_values(fields)
+        if not values:
+            continue
+        if values.get("status") in FINISHED_STATUSES:  # a job that ended waits for nothing: no reason is left shown
+            values.setdefault("reason", None)
+            values.setdefault("reason_detail", None)
+        groups.setdefault(tuple(sorted(values)), []).append({**{f"v_{k}": v for k, v in values.items()},
+                                                             "v__id": job_id})
+    table = m.Job.__table__
+    assert isinstance(table, Table)
+    for columns, rows in groups.items():
+        statement = (update(table).where(table.c.id == bindparam("v__id"))
+                     .values({k: bindparam(f"v_{k}") for k in columns}))
+        s.connection().execute(statement, rows)
+    ids = [row["v__id"] for rows in groups.values() for row in rows]
+    for i in range(0, len(ids), IN_CHUNK):
+        chunk = ids[i:i + IN_CHUNK]
+        found = set(s.execute(select(m.Job.id).where(m.Job.id.in_(chunk))).scalars())
+        missing = [j for j in chunk if j not in found]
+        if missing:
+            raise KeyError(missing[0])
 
 
 def _insert_event(s: Session, job_id: str, kind: str, message: str, data: dict[str, Any] | None,
