@@ -71,3 +71,32 @@ def test_the_service_stores_a_record_per_change_and_a_restart_closes_what_was_op
     assert _spans(store, waiting) == [("admission", "admitted", 6, 10), ("ordering", "rank 5", 6, 10),
                                       ("allocation", "none", 6, 10)]
     store.close()
+
+
+class _FailsOnce(Store):
+    """A store whose commit of one round fails (a database that went away for a moment)."""
+
+    fail_round: int | None = None
+
+    def commit_round(self, round_no, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if round_no == self.fail_round:
+            self.fail_round = None
+            raise RuntimeError("the database went away")
+        super().commit_round(round_no, *args, **kwargs)
+
+
+def test_a_round_whose_commit_failed_loses_no_record(tmp_path: Path, db_url: str) -> None:
+    store = _FailsOnce.open(tmp_path / "state", database=db_url)
+    store.add_user("alice")
+    sub = JobSubmission.model_validate({"name": "t", "command": "true", "working_dir": str(tmp_path), "gpus": 2,
+                                        "env": {"DLSCHED_DRY_RUN_S": "3600"}})
+    ids = [store.add_job("alice", sub, time.time() + i).id for i in range(5)]
+    loop = _loop(store, tmp_path / "state", DryRunExecutor(load_cluster("ray-local-4"), write_logs=False))
+    store.fail_round = 0  # the first round's records (every job's first) never reach the database
+    with pytest.raises(RuntimeError):
+        loop.run_round()
+    for _ in range(3):
+        loop.run_round()
+    assert _spans(store, ids[4]) == [("admission", "admitted", 0, 2), ("ordering", "rank 5", 0, 2),
+                                     ("allocation", "none", 0, 2)]
+    store.close()

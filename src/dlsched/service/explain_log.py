@@ -32,6 +32,8 @@ class ExplanationLog:
         self.ranks: dict[str, int] = {}
         self._silent: set[str] = set()
         self._fresh = True
+        #: The changes handed out and not yet committed (a round whose commit failed): they go with the next.
+        self._pending: ExplanationChanges | None = None
 
     def restart(self) -> None:
         """The scheduler was built afresh (its recorder knows nothing): the next round closes every open row
@@ -62,4 +64,28 @@ class ExplanationLog:
             changes.opened.append((SILENT_STAGE, silent_record(job, round_no, time_s, scheduler.name, silent[job])))
         self._silent = set(silent)
         self.ranks = got.ranks
+        if self._pending is not None:
+            changes = _after(self._pending, changes)
+        self._pending = changes
         return changes
+
+    def committed(self) -> None:
+        """The changes last taken are in the database."""
+        self._pending = None
+
+
+def _after(old: ExplanationChanges, new: ExplanationChanges) -> ExplanationChanges:
+    """The changes of a round whose commit failed followed by the next round's, as one: a record the first
+    opened and the second closes goes in closed (its row does not exist yet to be updated)."""
+    ends = {(job, stage): last for job, stage, last in new.closed}
+    opened: list[tuple[str, dict[str, Any]]] = []
+    for stage, rec in old.opened:
+        if "last_round" not in rec:
+            last = ends.pop((str(rec["job"]), stage), new.close_open_at)
+            if last is not None:
+                rec = {**rec, "last_round": last}
+        opened.append((stage, rec))
+    closed = old.closed + [(job, stage, last) for (job, stage), last in ends.items()]
+    return ExplanationChanges(opened + new.opened, closed,
+                              old.close_open_at if old.close_open_at is not None else new.close_open_at,
+                              new.keep_rounds)

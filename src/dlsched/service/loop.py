@@ -202,6 +202,7 @@ class RoundLoop(WorkerSettling):
                                 updates, events, explanations, consumed)
         self.intake.committed(consumed)
         self.active.committed(updates)
+        self.explained.committed()
         for job_id, spec, control in launches:
             self._launch(job_id, spec, control, now)
         self.round_no += 1
